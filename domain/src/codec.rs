@@ -1,0 +1,427 @@
+//! The stored form of events: explicit serialised types with a schema version, separate from the
+//! domain's `Event`. A stored event is never rewritten, so decoding must accept every schema
+//! version ever written; a new version adds a new `*V2` type and an upcast here.
+
+use std::collections::BTreeMap;
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::{Deltas, Event, Judged, Limit, ReleaseReason, ReservationId, ResourceName, Timestamp};
+
+/// The schema version written for new events of every type.
+pub const CURRENT_SCHEMA_VERSION: u16 = 1;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("unknown event type {0:?}")]
+    UnknownType(String),
+    #[error("{event_type} has no schema version {version}")]
+    UnknownVersion { event_type: String, version: u16 },
+    #[error("{event_type} v{version} does not decode: {message}")]
+    Malformed {
+        event_type: String,
+        version: u16,
+        message: String,
+    },
+}
+
+/// An event ready to store: its type, schema version and JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Encoded {
+    pub event_type: &'static str,
+    pub schema_version: u16,
+    pub data: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsV1 {
+    limits: BTreeMap<String, i64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    forced: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmptyV1 {}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestedV1 {
+    reservation_id: Uuid,
+    deltas: BTreeMap<String, i64>,
+    expires_at: Timestamp,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommittedV1 {
+    reservation_id: Uuid,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReleasedV1 {
+    reservation_id: Uuid,
+    reason: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JudgedV1 {
+    limit: i64,
+    in_use: i64,
+    reserved: i64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeniedV1 {
+    reservation_id: Uuid,
+    deltas: BTreeMap<String, i64>,
+    overs: Vec<String>,
+    judged: BTreeMap<String, JudgedV1>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CorrectedV1 {
+    resource: String,
+    in_use_before: i64,
+    in_use_after: i64,
+    reason: String,
+}
+
+fn names<V: Copy>(map: &BTreeMap<ResourceName, V>) -> BTreeMap<String, V> {
+    map.iter().map(|(k, v)| (k.as_str().to_owned(), *v)).collect()
+}
+
+pub fn encode(event: &Event) -> Encoded {
+    let data = match event {
+        Event::DefaultLimitsSet { limits } => to_json(&LimitsV1 {
+            limits: limits
+                .iter()
+                .map(|(k, v)| (k.as_str().to_owned(), v.value()))
+                .collect(),
+            forced: false,
+        }),
+        Event::LimitsSet { limits, forced } => to_json(&LimitsV1 {
+            limits: limits
+                .iter()
+                .map(|(k, v)| (k.as_str().to_owned(), v.value()))
+                .collect(),
+            forced: *forced,
+        }),
+        Event::LimitsReset => to_json(&EmptyV1 {}),
+        Event::ReservationRequested {
+            reservation_id,
+            deltas,
+            expires_at,
+        } => to_json(&RequestedV1 {
+            reservation_id: reservation_id.0,
+            deltas: names(deltas.as_map()),
+            expires_at: *expires_at,
+        }),
+        Event::ReservationCommitted { reservation_id } => to_json(&CommittedV1 {
+            reservation_id: reservation_id.0,
+        }),
+        Event::ReservationReleased {
+            reservation_id,
+            reason,
+        } => to_json(&ReleasedV1 {
+            reservation_id: reservation_id.0,
+            reason: reason.as_str().to_owned(),
+        }),
+        Event::ReservationDenied {
+            reservation_id,
+            deltas,
+            overs,
+            judged,
+        } => to_json(&DeniedV1 {
+            reservation_id: reservation_id.0,
+            deltas: names(deltas.as_map()),
+            overs: overs.iter().map(|r| r.as_str().to_owned()).collect(),
+            judged: judged
+                .iter()
+                .map(|(k, j)| {
+                    (
+                        k.as_str().to_owned(),
+                        JudgedV1 {
+                            limit: j.limit.value(),
+                            in_use: j.in_use,
+                            reserved: j.reserved,
+                        },
+                    )
+                })
+                .collect(),
+        }),
+        Event::UsageCorrected {
+            resource,
+            in_use_before,
+            in_use_after,
+            reason,
+        } => to_json(&CorrectedV1 {
+            resource: resource.as_str().to_owned(),
+            in_use_before: *in_use_before,
+            in_use_after: *in_use_after,
+            reason: reason.clone(),
+        }),
+    };
+    Encoded {
+        event_type: event.type_name(),
+        schema_version: CURRENT_SCHEMA_VERSION,
+        data,
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> serde_json::Value {
+    // These types hold only strings, integers and maps with string keys: serialising cannot fail.
+    serde_json::to_value(value).expect("stored event types always serialise")
+}
+
+pub fn decode(
+    event_type: &str,
+    schema_version: u16,
+    data: &serde_json::Value,
+) -> Result<Event, DecodeError> {
+    let malformed = |message: String| DecodeError::Malformed {
+        event_type: event_type.to_owned(),
+        version: schema_version,
+        message,
+    };
+    if !crate::EVENT_TYPES.contains(&event_type) {
+        return Err(DecodeError::UnknownType(event_type.chars().take(64).collect()));
+    }
+    if schema_version != 1 {
+        return Err(DecodeError::UnknownVersion {
+            event_type: event_type.to_owned(),
+            version: schema_version,
+        });
+    }
+    let res = |s: &str| ResourceName::parse(s).map_err(|e| malformed(e.to_string()));
+    let limits = |m: BTreeMap<String, i64>| -> Result<crate::Limits, DecodeError> {
+        m.into_iter()
+            .map(|(k, v)| Ok((res(&k)?, Limit::new(v).map_err(|e| malformed(e.to_string()))?)))
+            .collect()
+    };
+    let deltas = |m: BTreeMap<String, i64>| -> Result<Deltas, DecodeError> {
+        let map = m
+            .into_iter()
+            .map(|(k, v)| Ok((res(&k)?, v)))
+            .collect::<Result<_, DecodeError>>()?;
+        Deltas::new(map).map_err(|e| malformed(e.to_string()))
+    };
+    let event = match event_type {
+        "DefaultLimitsSet" => {
+            let v: LimitsV1 = from_json(data).map_err(malformed)?;
+            Event::DefaultLimitsSet {
+                limits: limits(v.limits)?,
+            }
+        }
+        "LimitsSet" => {
+            let v: LimitsV1 = from_json(data).map_err(malformed)?;
+            Event::LimitsSet {
+                limits: limits(v.limits)?,
+                forced: v.forced,
+            }
+        }
+        "LimitsReset" => {
+            let _: EmptyV1 = from_json(data).map_err(malformed)?;
+            Event::LimitsReset
+        }
+        "ReservationRequested" => {
+            let v: RequestedV1 = from_json(data).map_err(malformed)?;
+            Event::ReservationRequested {
+                reservation_id: ReservationId(v.reservation_id),
+                deltas: deltas(v.deltas)?,
+                expires_at: v.expires_at,
+            }
+        }
+        "ReservationCommitted" => {
+            let v: CommittedV1 = from_json(data).map_err(malformed)?;
+            Event::ReservationCommitted {
+                reservation_id: ReservationId(v.reservation_id),
+            }
+        }
+        "ReservationReleased" => {
+            let v: ReleasedV1 = from_json(data).map_err(malformed)?;
+            let reason = match v.reason.as_str() {
+                "rolled_back" => ReleaseReason::RolledBack,
+                "expired" => ReleaseReason::Expired,
+                "freed" => ReleaseReason::Freed,
+                other => return Err(malformed(format!("unknown release reason {other:?}"))),
+            };
+            Event::ReservationReleased {
+                reservation_id: ReservationId(v.reservation_id),
+                reason,
+            }
+        }
+        "ReservationDenied" => {
+            let v: DeniedV1 = from_json(data).map_err(malformed)?;
+            Event::ReservationDenied {
+                reservation_id: ReservationId(v.reservation_id),
+                deltas: deltas(v.deltas)?,
+                overs: v.overs.iter().map(|s| res(s)).collect::<Result<_, _>>()?,
+                judged: v
+                    .judged
+                    .into_iter()
+                    .map(|(k, j)| {
+                        Ok((
+                            res(&k)?,
+                            Judged {
+                                limit: Limit::new(j.limit).map_err(|e| malformed(e.to_string()))?,
+                                in_use: j.in_use,
+                                reserved: j.reserved,
+                            },
+                        ))
+                    })
+                    .collect::<Result<_, DecodeError>>()?,
+            }
+        }
+        "UsageCorrected" => {
+            let v: CorrectedV1 = from_json(data).map_err(malformed)?;
+            Event::UsageCorrected {
+                resource: res(&v.resource)?,
+                in_use_before: v.in_use_before,
+                in_use_after: v.in_use_after,
+                reason: v.reason,
+            }
+        }
+        other => return Err(DecodeError::UnknownType(other.to_owned())),
+    };
+    Ok(event)
+}
+
+fn from_json<T: DeserializeOwned>(data: &serde_json::Value) -> Result<T, String> {
+    T::deserialize(data).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+    use serde_json::json;
+
+    fn r(s: &str) -> ResourceName {
+        ResourceName::parse(s).unwrap()
+    }
+
+    fn id(n: u128) -> ReservationId {
+        ReservationId(Uuid::from_u128(n))
+    }
+
+    fn every_event() -> Vec<Event> {
+        let deltas = Deltas::new([(r("cores"), 2), (r("ram"), -4096)].into()).unwrap();
+        vec![
+            Event::DefaultLimitsSet {
+                limits: [(r("instances"), Limit::new(10).unwrap())].into(),
+            },
+            Event::LimitsSet {
+                limits: [(r("cores"), Limit::UNLIMITED)].into(),
+                forced: true,
+            },
+            Event::LimitsReset,
+            Event::ReservationRequested {
+                reservation_id: id(1),
+                deltas: deltas.clone(),
+                expires_at: Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap(),
+            },
+            Event::ReservationCommitted {
+                reservation_id: id(1),
+            },
+            Event::ReservationReleased {
+                reservation_id: id(1),
+                reason: ReleaseReason::Freed,
+            },
+            Event::ReservationDenied {
+                reservation_id: id(2),
+                deltas,
+                overs: vec![r("cores")],
+                judged: [(
+                    r("cores"),
+                    Judged {
+                        limit: Limit::new(4).unwrap(),
+                        in_use: 3,
+                        reserved: 1,
+                    },
+                )]
+                .into(),
+            },
+            Event::UsageCorrected {
+                resource: r("ram"),
+                in_use_before: 5,
+                in_use_after: 0,
+                reason: "audit 42".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_event_round_trips() {
+        for event in every_event() {
+            let enc = encode(&event);
+            assert_eq!(enc.schema_version, CURRENT_SCHEMA_VERSION);
+            let back = decode(enc.event_type, enc.schema_version, &enc.data).unwrap();
+            assert_eq!(back, event);
+        }
+    }
+
+    /// Frozen v1 bodies: if this test breaks, old events in users' stores no longer read.
+    #[test]
+    fn v1_bodies_stay_readable() {
+        let requested = json!({
+            "reservation_id": "00000000-0000-0000-0000-000000000001",
+            "deltas": {"instances": 1, "cores": 2},
+            "expires_at": "2026-01-02T03:04:05Z"
+        });
+        assert!(matches!(
+            decode("ReservationRequested", 1, &requested),
+            Ok(Event::ReservationRequested { .. })
+        ));
+        let released = json!({"reservation_id": "00000000-0000-0000-0000-000000000001", "reason": "expired"});
+        assert_eq!(
+            decode("ReservationReleased", 1, &released),
+            Ok(Event::ReservationReleased {
+                reservation_id: id(1),
+                reason: ReleaseReason::Expired
+            })
+        );
+        assert_eq!(
+            decode("LimitsSet", 1, &json!({"limits": {"cores": 8}})),
+            Ok(Event::LimitsSet {
+                limits: [(r("cores"), Limit::new(8).unwrap())].into(),
+                forced: false
+            })
+        );
+    }
+
+    #[test]
+    fn bad_stored_events_are_errors_not_panics() {
+        assert!(matches!(
+            decode("Nope", 1, &json!({})),
+            Err(DecodeError::UnknownType(_))
+        ));
+        assert!(matches!(
+            decode("LimitsReset", 9, &json!({})),
+            Err(DecodeError::UnknownVersion { .. })
+        ));
+        for body in [
+            json!(null),
+            json!({"limits": {"bad name": 1}}),
+            json!({"limits": {"x": -7}}),
+            json!({"limits": {}, "extra": 1}),
+        ] {
+            assert!(matches!(
+                decode("LimitsSet", 1, &body),
+                Err(DecodeError::Malformed { .. })
+            ));
+        }
+        assert!(decode(
+            "ReservationReleased",
+            1,
+            &json!({"reservation_id": "00000000-0000-0000-0000-000000000001", "reason": "??"})
+        )
+        .is_err());
+    }
+}

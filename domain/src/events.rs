@@ -1,0 +1,111 @@
+//! The events of the ledger, as the domain sees them. Their stored form lives in `codec`, so that
+//! these types can change while old events stay readable.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::{Deltas, Limit, Limits, ReservationId, ResourceName};
+
+pub type Timestamp = DateTime<Utc>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleaseReason {
+    /// The client gave the hold back before committing it.
+    RolledBack,
+    /// The hold passed its expiry without a commit.
+    Expired,
+    /// A committed reservation was given back: the resource was deleted.
+    Freed,
+}
+
+impl ReleaseReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReleaseReason::RolledBack => "rolled_back",
+            ReleaseReason::Expired => "expired",
+            ReleaseReason::Freed => "freed",
+        }
+    }
+}
+
+/// What one resource looked like when a reserve was judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Judged {
+    pub limit: Limit,
+    pub in_use: i64,
+    pub reserved: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Default limits were set (merged into the defaults; other resources keep theirs).
+    DefaultLimitsSet { limits: Limits },
+    /// A project's own limits were set (merged into its overrides).
+    LimitsSet { limits: Limits, forced: bool },
+    /// A project's overrides were all removed: it is back on the defaults.
+    LimitsReset,
+    /// A reserve was granted: the deltas are held until commit, release or expiry.
+    ReservationRequested {
+        reservation_id: ReservationId,
+        deltas: Deltas,
+        expires_at: Timestamp,
+    },
+    ReservationCommitted { reservation_id: ReservationId },
+    ReservationReleased {
+        reservation_id: ReservationId,
+        reason: ReleaseReason,
+    },
+    /// A reserve was refused for quota; kept so that audits see who asked for what.
+    ReservationDenied {
+        reservation_id: ReservationId,
+        deltas: Deltas,
+        overs: Vec<ResourceName>,
+        judged: BTreeMap<ResourceName, Judged>,
+    },
+    /// An operator's reconciliation of in_use for one resource.
+    UsageCorrected {
+        resource: ResourceName,
+        in_use_before: i64,
+        in_use_after: i64,
+        reason: String,
+    },
+}
+
+impl Event {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Event::DefaultLimitsSet { .. } => "DefaultLimitsSet",
+            Event::LimitsSet { .. } => "LimitsSet",
+            Event::LimitsReset => "LimitsReset",
+            Event::ReservationRequested { .. } => "ReservationRequested",
+            Event::ReservationCommitted { .. } => "ReservationCommitted",
+            Event::ReservationReleased { .. } => "ReservationReleased",
+            Event::ReservationDenied { .. } => "ReservationDenied",
+            Event::UsageCorrected { .. } => "UsageCorrected",
+        }
+    }
+
+    pub fn reservation_id(&self) -> Option<ReservationId> {
+        match self {
+            Event::ReservationRequested { reservation_id, .. }
+            | Event::ReservationCommitted { reservation_id }
+            | Event::ReservationReleased { reservation_id, .. }
+            | Event::ReservationDenied { reservation_id, .. } => Some(*reservation_id),
+            _ => None,
+        }
+    }
+}
+
+pub const EVENT_TYPES: [&str; 8] = [
+    "DefaultLimitsSet",
+    "LimitsSet",
+    "LimitsReset",
+    "ReservationRequested",
+    "ReservationCommitted",
+    "ReservationReleased",
+    "ReservationDenied",
+    "UsageCorrected",
+];

@@ -1,0 +1,52 @@
+//! The quota rules, pure: validated ids and numbers, the events of the ledger and their stored
+//! form, the state folded from events, and `decide(command, state, defaults, now)`.
+//!
+//! Nothing here does I/O, reads a clock or spawns a task. The write side (`ledger`) loads state,
+//! calls [`decide`] with the time, and appends the events it returns; the read side
+//! (`projections`) folds the same events into views. Both fold with [`ProjectState::apply`], so a
+//! replay and the live path cannot disagree.
+
+mod codec;
+mod decide;
+mod events;
+mod ids;
+mod quantity;
+mod state;
+
+#[cfg(test)]
+mod tests;
+
+pub use codec::{decode, encode, DecodeError, Encoded, CURRENT_SCHEMA_VERSION};
+pub use decide::{
+    decide, decide_defaults, Command, Decision, Outcome, Refusal, ResourceStanding,
+    DEFAULT_EXPIRES_IN_S, MAX_EXPIRES_IN_S, MAX_REASON_LEN, MIN_EXPIRES_IN_S,
+};
+pub use events::{Event, Judged, ReleaseReason, Timestamp, EVENT_TYPES};
+pub use ids::{ProjectId, ReservationId, ResourceName, DEFAULTS_STREAM, PROJECT_STREAM_PREFIX};
+pub use quantity::{check_limits, checked_add, Deltas, Limit, Limits, MAX_RESOURCES_PER_REQUEST};
+pub use state::{Defaults, ProjectState, Reservation, ReservationStatus, StreamVersion, Usage};
+
+/// Input that breaks a rule of SPEC.md before any state is consulted: a 400 at the edge.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidInput {
+    #[error("invalid {kind}: {reason}")]
+    Name { kind: &'static str, reason: String },
+    #[error("invalid reservation id {0:?}: not a UUID")]
+    ReservationId(String),
+    #[error("invalid limit {0}: must be -1 (unlimited) or more")]
+    Limit(i64),
+    #[error("deltas must name at least one resource")]
+    EmptyDeltas,
+    #[error("limits must name at least one resource")]
+    EmptyLimits,
+    #[error("{0} resources in one request; at most {max} are allowed", max = MAX_RESOURCES_PER_REQUEST)]
+    TooManyResources(usize),
+    #[error("arithmetic overflow for {0}: values are 64-bit")]
+    Overflow(ResourceName),
+    #[error("expires_in {0} is out of range: 1 to 2592000 seconds")]
+    ExpiresIn(i64),
+    #[error("in_use {0} is negative")]
+    NegativeUsage(i64),
+    #[error("a reason of 1 to 1024 characters is required")]
+    Reason,
+}

@@ -1,0 +1,137 @@
+//! Limits and deltas: the numbers of the ledger, with every sum checked.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::{InvalidInput, ResourceName};
+
+/// At most this many resources in one reservation or one limits request.
+pub const MAX_RESOURCES_PER_REQUEST: usize = 64;
+
+/// A limit: -1 is unlimited, 0 and above is a hard cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Limit(i64);
+
+impl Limit {
+    pub const UNLIMITED: Limit = Limit(-1);
+
+    pub fn new(value: i64) -> Result<Self, InvalidInput> {
+        if value < -1 {
+            return Err(InvalidInput::Limit(value));
+        }
+        Ok(Limit(value))
+    }
+
+    pub fn value(self) -> i64 {
+        self.0
+    }
+
+    /// The cap, or `None` when unlimited.
+    pub fn cap(self) -> Option<i64> {
+        (self.0 >= 0).then_some(self.0)
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<'de> Deserialize<'de> for Limit {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Limit::new(i64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A set of limits by resource, as given to a limits command (1 to 64 of them).
+pub type Limits = BTreeMap<ResourceName, Limit>;
+
+pub fn check_limits(limits: &Limits) -> Result<(), InvalidInput> {
+    if limits.is_empty() {
+        return Err(InvalidInput::EmptyLimits);
+    }
+    if limits.len() > MAX_RESOURCES_PER_REQUEST {
+        return Err(InvalidInput::TooManyResources(limits.len()));
+    }
+    Ok(())
+}
+
+/// The deltas of one reservation: 1 to 64 resources, each a signed amount.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Deltas(BTreeMap<ResourceName, i64>);
+
+impl Deltas {
+    pub fn new(deltas: BTreeMap<ResourceName, i64>) -> Result<Self, InvalidInput> {
+        if deltas.is_empty() {
+            return Err(InvalidInput::EmptyDeltas);
+        }
+        if deltas.len() > MAX_RESOURCES_PER_REQUEST {
+            return Err(InvalidInput::TooManyResources(deltas.len()));
+        }
+        Ok(Deltas(deltas))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&ResourceName, i64)> {
+        self.0.iter().map(|(r, d)| (r, *d))
+    }
+
+    pub fn get(&self, resource: &ResourceName) -> i64 {
+        self.0.get(resource).copied().unwrap_or(0)
+    }
+
+    pub fn as_map(&self) -> &BTreeMap<ResourceName, i64> {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Deltas {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Deltas::new(BTreeMap::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `a + b`, or the overflow error naming the resource.
+pub fn checked_add(resource: &ResourceName, a: i64, b: i64) -> Result<i64, InvalidInput> {
+    a.checked_add(b)
+        .ok_or_else(|| InvalidInput::Overflow(resource.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(s: &str) -> ResourceName {
+        ResourceName::parse(s).unwrap()
+    }
+
+    #[test]
+    fn limits_are_minus_one_or_more() {
+        assert_eq!(Limit::new(-1).unwrap().cap(), None);
+        assert_eq!(Limit::new(0).unwrap().cap(), Some(0));
+        assert_eq!(Limit::new(i64::MAX).unwrap().cap(), Some(i64::MAX));
+        assert!(Limit::new(-2).is_err());
+        assert!(serde_json::from_str::<Limit>("-5").is_err());
+        assert!(serde_json::from_str::<Limit>("1.5").is_err());
+    }
+
+    #[test]
+    fn deltas_are_bounded() {
+        assert!(Deltas::new(BTreeMap::new()).is_err());
+        let many: BTreeMap<_, _> = (0..65).map(|i| (r(&format!("r{i}")), 1)).collect();
+        assert!(Deltas::new(many).is_err());
+        assert!(serde_json::from_str::<Deltas>(r#"{"cores": 2, "ram": -4096}"#).is_ok());
+        assert!(serde_json::from_str::<Deltas>(r#"{}"#).is_err());
+        assert!(serde_json::from_str::<Deltas>(r#"{"bad name": 1}"#).is_err());
+    }
+
+    #[test]
+    fn sums_are_checked() {
+        assert!(checked_add(&r("x"), i64::MAX, 1).is_err());
+        assert_eq!(checked_add(&r("x"), 2, -3).unwrap(), -1);
+    }
+}

@@ -1,0 +1,269 @@
+//! State folded from events: the defaults, and one project's limits, usage and reservations.
+//! Folding never fails and never panics: events were checked when they were decided, and a
+//! stored event that makes no sense here (say, a commit of an unknown reservation) is ignored.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::{Deltas, Event, Limit, Limits, ProjectId, ReleaseReason, ReservationId, ResourceName, Timestamp};
+
+/// The position in a stream: `None` before its first event, then 0, 1, 2, ...
+pub type StreamVersion = Option<u64>;
+
+fn next_version(version: StreamVersion) -> u64 {
+    version.map_or(0, |v| v + 1)
+}
+
+/// The default limits, folded from the defaults stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Defaults {
+    pub version: StreamVersion,
+    pub limits: Limits,
+}
+
+impl Defaults {
+    pub fn apply(&mut self, event: &Event) {
+        if let Event::DefaultLimitsSet { limits } = event {
+            self.limits.extend(limits.iter().map(|(r, l)| (r.clone(), *l)));
+        }
+        self.version = Some(next_version(self.version));
+    }
+
+    pub fn limit(&self, resource: &ResourceName) -> Option<Limit> {
+        self.limits.get(resource).copied()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReservationStatus {
+    Held,
+    Committed,
+    Released(ReleaseReason),
+}
+
+impl ReservationStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReservationStatus::Held => "held",
+            ReservationStatus::Committed => "committed",
+            ReservationStatus::Released(_) => "released",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    pub id: ReservationId,
+    pub deltas: Deltas,
+    pub status: ReservationStatus,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    /// When the event that gave the current status was recorded.
+    pub status_at: Timestamp,
+    /// The stream version of the event that gave the current status.
+    pub status_version: u64,
+    /// The global position of that event, once it is known to be stored.
+    pub position: Option<u64>,
+}
+
+impl Reservation {
+    /// A held reservation counts against quota only until its expiry instant.
+    pub fn is_live_hold(&self, now: Timestamp) -> bool {
+        self.status == ReservationStatus::Held && now < self.expires_at
+    }
+}
+
+/// Where one resource of a project stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub in_use: i64,
+    /// The sum of the positive deltas of live holds.
+    pub reserved: i64,
+    /// The sum of the negative deltas of live holds (≤ 0).
+    pub releasing: i64,
+}
+
+/// One project's state: its overrides, usage, and every reservation it ever had.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectState {
+    pub project: ProjectId,
+    pub version: StreamVersion,
+    pub overrides: Limits,
+    /// The global position of the last limits event, once known.
+    pub limits_position: Option<u64>,
+    in_use: BTreeMap<ResourceName, i64>,
+    reservations: HashMap<ReservationId, Reservation>,
+    held: BTreeSet<ReservationId>,
+}
+
+impl ProjectState {
+    pub fn new(project: ProjectId) -> Self {
+        ProjectState {
+            project,
+            version: None,
+            overrides: Limits::new(),
+            limits_position: None,
+            in_use: BTreeMap::new(),
+            reservations: HashMap::new(),
+            held: BTreeSet::new(),
+        }
+    }
+
+    pub fn reservation(&self, id: &ReservationId) -> Option<&Reservation> {
+        self.reservations.get(id)
+    }
+
+    pub fn held(&self) -> impl Iterator<Item = &Reservation> {
+        self.held.iter().filter_map(|id| self.reservations.get(id))
+    }
+
+    pub fn in_use(&self, resource: &ResourceName) -> i64 {
+        self.in_use.get(resource).copied().unwrap_or(0)
+    }
+
+    /// The effective limit: the project's override, else the default, else none (unknown).
+    pub fn limit(&self, defaults: &Defaults, resource: &ResourceName) -> Option<Limit> {
+        self.overrides
+            .get(resource)
+            .copied()
+            .or_else(|| defaults.limit(resource))
+    }
+
+    /// Usage of one resource at `now`. Sums saturate: the decisions check every sum before
+    /// granting, so saturation can only show in a state no decision would have produced.
+    pub fn usage(&self, resource: &ResourceName, now: Timestamp) -> Usage {
+        let mut usage = Usage {
+            in_use: self.in_use(resource),
+            ..Usage::default()
+        };
+        for hold in self.held().filter(|r| r.is_live_hold(now)) {
+            let delta = hold.deltas.get(resource);
+            if delta > 0 {
+                usage.reserved = usage.reserved.saturating_add(delta);
+            } else {
+                usage.releasing = usage.releasing.saturating_add(delta);
+            }
+        }
+        usage
+    }
+
+    /// Every resource the project has a limit, usage or hold for, with its usage at `now`.
+    pub fn usage_all(&self, defaults: &Defaults, now: Timestamp) -> BTreeMap<ResourceName, (Option<Limit>, Usage)> {
+        let mut names: BTreeSet<&ResourceName> = defaults.limits.keys().collect();
+        names.extend(self.overrides.keys());
+        names.extend(self.in_use.keys());
+        for hold in self.held() {
+            names.extend(hold.deltas.as_map().keys());
+        }
+        names
+            .into_iter()
+            .map(|r| (r.clone(), (self.limit(defaults, r), self.usage(r, now))))
+            .collect()
+    }
+
+    /// Fold one event recorded at `at` into the state.
+    pub fn apply(&mut self, event: &Event, at: Timestamp) {
+        let version = next_version(self.version);
+        self.version = Some(version);
+        match event {
+            Event::DefaultLimitsSet { .. } | Event::ReservationDenied { .. } => {}
+            Event::LimitsSet { limits, .. } => {
+                self.overrides
+                    .extend(limits.iter().map(|(r, l)| (r.clone(), *l)));
+                self.limits_position = None;
+            }
+            Event::LimitsReset => {
+                self.overrides.clear();
+                self.limits_position = None;
+            }
+            Event::ReservationRequested {
+                reservation_id,
+                deltas,
+                expires_at,
+            } => {
+                self.reservations.insert(
+                    *reservation_id,
+                    Reservation {
+                        id: *reservation_id,
+                        deltas: deltas.clone(),
+                        status: ReservationStatus::Held,
+                        created_at: at,
+                        expires_at: *expires_at,
+                        status_at: at,
+                        status_version: version,
+                        position: None,
+                    },
+                );
+                self.held.insert(*reservation_id);
+            }
+            Event::ReservationCommitted { reservation_id } => {
+                let Some(r) = self.reservations.get_mut(reservation_id) else {
+                    return;
+                };
+                if r.status != ReservationStatus::Held {
+                    return;
+                }
+                r.status = ReservationStatus::Committed;
+                r.status_at = at;
+                r.status_version = version;
+                r.position = None;
+                self.held.remove(reservation_id);
+                for (resource, delta) in r.deltas.iter() {
+                    let used = self.in_use.entry(resource.clone()).or_default();
+                    *used = used.saturating_add(delta);
+                }
+            }
+            Event::ReservationReleased {
+                reservation_id,
+                reason,
+            } => {
+                let Some(r) = self.reservations.get_mut(reservation_id) else {
+                    return;
+                };
+                let was = r.status;
+                if matches!(was, ReservationStatus::Released(_)) {
+                    return;
+                }
+                r.status = ReservationStatus::Released(*reason);
+                r.status_at = at;
+                r.status_version = version;
+                r.position = None;
+                self.held.remove(reservation_id);
+                if was == ReservationStatus::Committed {
+                    for (resource, delta) in r.deltas.iter() {
+                        let used = self.in_use.entry(resource.clone()).or_default();
+                        *used = used.saturating_sub(delta);
+                    }
+                }
+            }
+            Event::UsageCorrected {
+                resource,
+                in_use_after,
+                ..
+            } => {
+                self.in_use.insert(resource.clone(), *in_use_after);
+            }
+        }
+    }
+
+    /// Record that the event at stream `version` is stored at global `position`, so that later
+    /// answers about the reservation (or limits) it touched can name that position.
+    pub fn note_position(&mut self, event: &Event, version: u64, position: u64) {
+        match event {
+            Event::LimitsSet { .. } | Event::LimitsReset => self.limits_position = Some(position),
+            _ => {
+                if let Some(r) = event
+                    .reservation_id()
+                    .and_then(|id| self.reservations.get_mut(&id))
+                {
+                    if r.status_version == version {
+                        r.position = Some(position);
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn reservation_count(&self) -> usize {
+        self.reservations.len()
+    }
+}

@@ -1,0 +1,226 @@
+//! The event store: streams of events with optimistic expected-version appends, and one global
+//! feed in commit order.
+//!
+//! Both backends keep the same table (`events`: position, stream, version, event id, type,
+//! schema version, data, metadata, recorded time) with two unique keys, (stream, version) and
+//! event id, and share the batch planner in [`plan`]: a backend only reads the current stream
+//! versions, the already-stored event ids and the head position inside its write transaction,
+//! and inserts the rows the planner returns.
+
+mod plan;
+mod postgres;
+mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use domain::{StreamVersion, Timestamp};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+
+/// A global position: 1 for the first event ever stored, strictly increasing in commit order.
+/// `0` means "before the first event".
+pub type Position = u64;
+
+/// Most rows one read returns; callers page with the last position or version they saw.
+pub const MAX_READ_COUNT: usize = 10_000;
+/// Most events one batch may carry (bounded so one transaction stays short).
+pub const MAX_BATCH_EVENTS: usize = 8_192;
+
+/// Who and what caused an event, for audits. Each field is at most 256 characters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Metadata {
+    pub actor: Option<String>,
+    pub request_id: Option<String>,
+    pub correlation_id: Option<String>,
+}
+
+/// An event ready to append.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventData {
+    pub event_id: Uuid,
+    pub event_type: String,
+    pub schema_version: u16,
+    pub data: serde_json::Value,
+    pub metadata: Metadata,
+    pub recorded_at: Timestamp,
+}
+
+/// An event as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedEvent {
+    pub position: Position,
+    pub stream: String,
+    pub version: u64,
+    pub event: EventData,
+}
+
+impl RecordedEvent {
+    pub fn decode(&self) -> Result<domain::Event, domain::DecodeError> {
+        domain::decode(
+            &self.event.event_type,
+            self.event.schema_version,
+            &self.event.data,
+        )
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpectedVersion {
+    /// No check at all.
+    Any,
+    /// The stream must not exist yet.
+    NoStream,
+    /// The stream must exist, at any version.
+    StreamExists,
+    /// The stream's last event must be at exactly this version.
+    Exact(u64),
+}
+
+impl ExpectedVersion {
+    /// The expectation that a state folded up to `version` has seen the whole stream.
+    pub fn from_version(version: StreamVersion) -> Self {
+        version.map_or(ExpectedVersion::NoStream, ExpectedVersion::Exact)
+    }
+
+    fn admits(self, actual: StreamVersion) -> bool {
+        match self {
+            ExpectedVersion::Any => true,
+            ExpectedVersion::NoStream => actual.is_none(),
+            ExpectedVersion::StreamExists => actual.is_some(),
+            ExpectedVersion::Exact(v) => actual == Some(v),
+        }
+    }
+}
+
+/// Events to append to one stream under one expectation. An append with no events only checks
+/// the expectation: a durable "nothing changed since version N".
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamAppend {
+    pub stream: String,
+    pub expected: ExpectedVersion,
+    pub events: Vec<EventData>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AppendResult {
+    Appended {
+        /// Version and global position of each event, in order.
+        versions: Vec<u64>,
+        positions: Vec<Position>,
+        /// The stream's version after this append.
+        stream_version: StreamVersion,
+    },
+    Conflict {
+        expected: ExpectedVersion,
+        actual: StreamVersion,
+    },
+}
+
+impl AppendResult {
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, AppendResult::Conflict { .. })
+    }
+}
+
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be reached or refused the work; retrying later may succeed. The
+    /// outcome of an interrupted append is unknown, so callers re-read before deciding again.
+    #[error("event store unavailable: {0}")]
+    Unavailable(String),
+    /// The request itself is wrong (a caller bug): nothing was written.
+    #[error("invalid append: {0}")]
+    InvalidAppend(String),
+    /// The database holds something this code cannot read.
+    #[error("event store corrupt: {0}")]
+    Corrupt(String),
+    #[error("event store migration failed: {0}")]
+    Migration(String),
+    #[error("unsupported store URL {0:?}: use sqlite://PATH or postgres://...")]
+    UnsupportedUrl(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match e {
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) | sqlx::Error::ColumnNotFound(_) => {
+                StoreError::Corrupt(e.to_string())
+            }
+            other => StoreError::Unavailable(other.to_string()),
+        }
+    }
+}
+
+#[async_trait]
+pub trait EventStore: Send + Sync + 'static {
+    /// `"sqlite"` or `"postgres"`.
+    fn backend(&self) -> &'static str;
+
+    /// Append to several streams in one durable transaction. Appends are applied in order, each
+    /// checked against its stream as left by the appends before it, and each gets its own
+    /// result: one stream's conflict does not fail the others. An append whose events are all
+    /// stored already (by event id) succeeds without writing, whatever its expectation.
+    /// Returns only once the transaction is on disk.
+    async fn append(&self, batch: &[StreamAppend]) -> Result<Vec<AppendResult>, StoreError>;
+
+    /// Events of one stream from `from_version` on, at most `max_count`.
+    async fn read_stream(
+        &self,
+        stream: &str,
+        from_version: u64,
+        max_count: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError>;
+
+    /// Events of all streams after `after`, in commit order, at most `max_count`. A reader that
+    /// continues from the last position it saw never misses an event.
+    async fn read_all(&self, after: Position, max_count: usize) -> Result<Vec<RecordedEvent>, StoreError>;
+
+    /// The position of the last event stored, 0 when empty.
+    async fn head(&self) -> Result<Position, StoreError>;
+
+    /// The head as last seen by this process: changes after every append, so followers wake on
+    /// writes rather than poll.
+    fn watch_head(&self) -> watch::Receiver<Position>;
+}
+
+/// Opens a store from a URL: `sqlite://PATH` (created if missing) or `postgres://...`, and runs
+/// its migrations.
+pub async fn open(url: &str) -> Result<Arc<dyn EventStore>, StoreError> {
+    if url.starts_with("sqlite:") {
+        Ok(Arc::new(SqliteStore::open(url).await?))
+    } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+        Ok(Arc::new(PostgresStore::open(url).await?))
+    } else {
+        Err(StoreError::UnsupportedUrl(url.chars().take(64).collect()))
+    }
+}
+
+fn metadata_field(value: Option<String>) -> Option<String> {
+    value.filter(|s| !s.is_empty())
+}
+
+pub(crate) fn timestamp_from_ms(ms: i64) -> Result<Timestamp, StoreError> {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| StoreError::Corrupt(format!("recorded_at {ms} out of range")))
+}
+
+pub(crate) fn metadata_from(actor: Option<String>, request_id: Option<String>, correlation_id: Option<String>) -> Metadata {
+    Metadata {
+        actor: metadata_field(actor),
+        request_id: metadata_field(request_id),
+        correlation_id: metadata_field(correlation_id),
+    }
+}
+
+pub(crate) fn to_u64(value: i64, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what} {value}")))
+}
+
+pub(crate) fn to_i64(value: u64) -> i64 {
+    // Positions and versions are counts of stored events; they stay far below 2^63.
+    i64::try_from(value).expect("position or version beyond i64")
+}

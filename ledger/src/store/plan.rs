@@ -1,0 +1,127 @@
+//! The part of an append both backends share: given what the transaction read (current stream
+//! versions, event ids already stored, the head position), decide each append's result and the
+//! rows to insert. Pure, so its rules are tested once.
+
+use std::collections::{HashMap, HashSet};
+
+use uuid::Uuid;
+
+use super::{AppendResult, EventData, Position, StoreError, StreamAppend, MAX_BATCH_EVENTS};
+use domain::StreamVersion;
+
+/// Where an already-stored event lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredAt {
+    pub stream: String,
+    pub version: u64,
+    pub position: Position,
+}
+
+/// A row to insert.
+#[derive(Debug)]
+pub struct Row<'a> {
+    pub position: Position,
+    pub stream: &'a str,
+    pub version: u64,
+    pub event: &'a EventData,
+}
+
+pub fn check_batch(batch: &[StreamAppend]) -> Result<(), StoreError> {
+    let total: usize = batch.iter().map(|a| a.events.len()).sum();
+    if total > MAX_BATCH_EVENTS {
+        return Err(StoreError::InvalidAppend(format!(
+            "{total} events in one batch; at most {MAX_BATCH_EVENTS}"
+        )));
+    }
+    let mut seen = HashSet::new();
+    for event in batch.iter().flat_map(|a| &a.events) {
+        if !seen.insert(event.event_id) {
+            return Err(StoreError::InvalidAppend(format!(
+                "event id {} twice in one batch",
+                event.event_id
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub fn streams(batch: &[StreamAppend]) -> Vec<String> {
+    let mut names: Vec<String> = batch.iter().map(|a| a.stream.clone()).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+pub fn event_ids(batch: &[StreamAppend]) -> Vec<Uuid> {
+    batch
+        .iter()
+        .flat_map(|a| a.events.iter().map(|e| e.event_id))
+        .collect()
+}
+
+pub fn plan<'a>(
+    batch: &'a [StreamAppend],
+    mut versions: HashMap<String, u64>,
+    stored: &HashMap<Uuid, StoredAt>,
+    head: Position,
+) -> Result<(Vec<AppendResult>, Vec<Row<'a>>), StoreError> {
+    let mut results = Vec::with_capacity(batch.len());
+    let mut rows = Vec::new();
+    let mut next_position = head + 1;
+    for append in batch {
+        let actual: StreamVersion = versions.get(&append.stream).copied();
+        let already: Vec<Option<&StoredAt>> =
+            append.events.iter().map(|e| stored.get(&e.event_id)).collect();
+        if !append.events.is_empty() && already.iter().all(Option::is_some) {
+            let places: Vec<&StoredAt> = already.into_iter().flatten().collect();
+            if places.iter().any(|p| p.stream != append.stream) {
+                return Err(StoreError::InvalidAppend(
+                    "event id already stored in another stream".into(),
+                ));
+            }
+            results.push(AppendResult::Appended {
+                versions: places.iter().map(|p| p.version).collect(),
+                positions: places.iter().map(|p| p.position).collect(),
+                stream_version: actual,
+            });
+            continue;
+        }
+        if already.iter().any(Option::is_some) {
+            return Err(StoreError::InvalidAppend(
+                "some but not all of an append's event ids are already stored".into(),
+            ));
+        }
+        if !append.expected.admits(actual) {
+            results.push(AppendResult::Conflict {
+                expected: append.expected,
+                actual,
+            });
+            continue;
+        }
+        let mut version = actual.map_or(0, |v| v + 1);
+        let mut appended_versions = Vec::with_capacity(append.events.len());
+        let mut positions = Vec::with_capacity(append.events.len());
+        for event in &append.events {
+            rows.push(Row {
+                position: next_position,
+                stream: &append.stream,
+                version,
+                event,
+            });
+            appended_versions.push(version);
+            positions.push(next_position);
+            next_position += 1;
+            version += 1;
+        }
+        let stream_version = appended_versions.last().copied().or(actual);
+        if let Some(v) = stream_version {
+            versions.insert(append.stream.clone(), v);
+        }
+        results.push(AppendResult::Appended {
+            versions: appended_versions,
+            positions,
+            stream_version,
+        });
+    }
+    Ok((results, rows))
+}
