@@ -14,6 +14,8 @@ pub const MIN_EXPIRES_IN_S: u32 = 1;
 pub const MAX_EXPIRES_IN_S: u32 = 2_592_000;
 pub const DEFAULT_EXPIRES_IN_S: u32 = 86_400;
 pub const MAX_REASON_LEN: usize = 1024;
+/// Most holds one `Expire` releases, so one decision stays a bounded append; the sweeper repeats.
+pub const MAX_EXPIRED_PER_DECISION: usize = 1000;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
@@ -412,6 +414,7 @@ fn set_limits(
 fn expire(state: &ProjectState, now: Timestamp) -> Decision {
     let mut due: Vec<_> = state.held().filter(|r| !r.is_live_hold(now)).collect();
     due.sort_by_key(|r| (r.expires_at, r.id));
+    due.truncate(MAX_EXPIRED_PER_DECISION);
     let events: Vec<Event> = due
         .iter()
         .map(|r| Event::ReservationReleased {

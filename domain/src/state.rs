@@ -88,7 +88,8 @@ pub struct ProjectState {
     pub project: ProjectId,
     pub version: StreamVersion,
     pub overrides: Limits,
-    /// The global position of the last limits event, once known.
+    /// The stream version of the last limits event, and its global position once known.
+    pub limits_version: StreamVersion,
     pub limits_position: Option<u64>,
     in_use: BTreeMap<ResourceName, i64>,
     reservations: HashMap<ReservationId, Reservation>,
@@ -101,6 +102,7 @@ impl ProjectState {
             project,
             version: None,
             overrides: Limits::new(),
+            limits_version: None,
             limits_position: None,
             in_use: BTreeMap::new(),
             reservations: HashMap::new(),
@@ -169,10 +171,12 @@ impl ProjectState {
             Event::LimitsSet { limits, .. } => {
                 self.overrides
                     .extend(limits.iter().map(|(r, l)| (r.clone(), *l)));
+                self.limits_version = Some(version);
                 self.limits_position = None;
             }
             Event::LimitsReset => {
                 self.overrides.clear();
+                self.limits_version = Some(version);
                 self.limits_position = None;
             }
             Event::ReservationRequested {
@@ -249,7 +253,11 @@ impl ProjectState {
     /// answers about the reservation (or limits) it touched can name that position.
     pub fn note_position(&mut self, event: &Event, version: u64, position: u64) {
         match event {
-            Event::LimitsSet { .. } | Event::LimitsReset => self.limits_position = Some(position),
+            Event::LimitsSet { .. } | Event::LimitsReset => {
+                if self.limits_version == Some(version) {
+                    self.limits_position = Some(position);
+                }
+            }
             _ => {
                 if let Some(r) = event
                     .reservation_id()

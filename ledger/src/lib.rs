@@ -1,1 +1,20 @@
+//! The write side of the quota ledger.
+//!
+//! - [`store`]: the `EventStore` trait and its SQLite and PostgreSQL backends.
+//! - [`pipeline`]: the `Ledger`, which loads a project's state, decides with the domain and
+//!   appends with the expected version; group commit and one writer per project live here.
+//! - [`sweeper`]: records the release of holds past their expiry.
+//! - [`clock`]: wall time, and a clock tests can drive.
 
+pub mod clock;
+pub mod pipeline;
+pub mod store;
+pub mod sweeper;
+pub mod testing;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use pipeline::{Ledger, LedgerConfig, LedgerError, LimitsView, ReservationView};
+pub use store::{
+    AppendResult, Database, EventData, EventStore, ExpectedVersion, Metadata, Position, RecordedEvent,
+    StoreError, StreamAppend,
+};

@@ -155,10 +155,20 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+/// The database behind a store, for the read side's tables, which live beside the events.
+#[derive(Clone, Debug)]
+pub enum Database {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
 #[async_trait]
 pub trait EventStore: Send + Sync + 'static {
     /// `"sqlite"` or `"postgres"`.
     fn backend(&self) -> &'static str;
+
+    /// The database the events are in (a write-capable pool).
+    fn database(&self) -> Database;
 
     /// Append to several streams in one durable transaction. Appends are applied in order, each
     /// checked against its stream as left by the appends before it, and each gets its own

@@ -68,6 +68,9 @@ pub fn plan<'a>(
     let mut results = Vec::with_capacity(batch.len());
     let mut rows = Vec::new();
     let mut next_position = head + 1;
+    // Appends to one stream within a batch form a chain, each decided on the ones before it:
+    // once one of them conflicts, the rest of that stream's chain conflicts too.
+    let mut broken: HashSet<&str> = HashSet::new();
     for append in batch {
         let actual: StreamVersion = versions.get(&append.stream).copied();
         let already: Vec<Option<&StoredAt>> =
@@ -91,7 +94,8 @@ pub fn plan<'a>(
                 "some but not all of an append's event ids are already stored".into(),
             ));
         }
-        if !append.expected.admits(actual) {
+        if broken.contains(append.stream.as_str()) || !append.expected.admits(actual) {
+            broken.insert(&append.stream);
             results.push(AppendResult::Conflict {
                 expected: append.expected,
                 actual,

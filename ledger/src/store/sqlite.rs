@@ -58,10 +58,6 @@ impl SqliteStore {
         Ok(store)
     }
 
-    /// The pool for the read side's own tables, which live in the same file.
-    pub fn pool(&self) -> &SqlitePool {
-        &self.write
-    }
 }
 
 fn decode_row(row: &SqliteRow) -> Result<RecordedEvent, StoreError> {
@@ -91,6 +87,10 @@ fn decode_row(row: &SqliteRow) -> Result<RecordedEvent, StoreError> {
 impl EventStore for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn database(&self) -> super::Database {
+        super::Database::Sqlite(self.write.clone())
     }
 
     async fn append(&self, batch: &[StreamAppend]) -> Result<Vec<AppendResult>, StoreError> {

@@ -1,0 +1,834 @@
+//! The command pipeline: load a project's state, decide at `now`, append with the expected
+//! version, answer once the append is durable.
+//!
+//! How it stays correct and fast:
+//! - **One writer per project in a process.** Each project has a slot: its folded state behind an
+//!   async mutex. A decision is made under the mutex against the cached state, its events are
+//!   applied to that state at once (speculatively) and queued for the appender; the mutex is then
+//!   released, so the next request for the same project decides against the state including the
+//!   queued events instead of conflicting with them. Requests for a hot project queue; they do
+//!   not retry.
+//! - **Group commit.** A single appender task drains every queued append into one batch and
+//!   writes it in one durable transaction. Batches form by themselves while the previous one is
+//!   being written; when idle, a request is written at once. Nothing is answered before its batch
+//!   is on disk, including answers that append nothing (an idempotent commit, a not-found): those
+//!   send an empty append that only checks the stream version, so they too are answered only
+//!   from durable, current state.
+//! - **Speculation is fenced.** A slot has a generation. When any append of a slot fails (a
+//!   conflict with another node, or a store error) the appender bumps the generation before it
+//!   takes the next batch; queued appends decided under the old generation are then refused
+//!   without reaching the store, and the next decision reloads the state from the stream. A
+//!   speculative event therefore never becomes the basis of a stored one unless it was stored.
+//! - **Across nodes** the expected-version check guards every append. On a conflict the pipeline
+//!   reloads the stream and decides again, at most `max_conflict_retries` times.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use domain::{
+    decide, decide_defaults, Command, Decision, Defaults, Deltas, Event, Limit, Limits, Outcome,
+    ProjectId, ProjectState, Refusal, Reservation, ReservationId, ReservationStatus, ResourceName,
+    Timestamp, DEFAULTS_STREAM,
+};
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::clock::Clock;
+use crate::store::{
+    AppendResult, EventData, EventStore, ExpectedVersion, Metadata, Position, StoreError,
+    StreamAppend, MAX_BATCH_EVENTS, MAX_READ_COUNT,
+};
+
+#[derive(Clone, Debug)]
+pub struct LedgerConfig {
+    /// Decide again at most this many times after an expected-version conflict.
+    pub max_conflict_retries: u32,
+    /// Projects whose state stays cached; colder ones are evicted and reloaded on use.
+    pub cache_capacity: usize,
+    /// Most appends (decisions) in one group commit.
+    pub max_batch_appends: usize,
+    /// Appends waiting for the appender before new requests wait for room.
+    pub queue_capacity: usize,
+}
+
+impl Default for LedgerConfig {
+    fn default() -> Self {
+        LedgerConfig {
+            max_conflict_retries: 16,
+            cache_capacity: 100_000,
+            max_batch_appends: 2_048,
+            queue_capacity: 65_536,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    #[error("gave up on {stream} after {attempts} conflicting attempts")]
+    Contention { stream: String, attempts: u32 },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("stored event {stream}@{version} is unreadable: {message}")]
+    Undecodable {
+        stream: String,
+        version: u64,
+        message: String,
+    },
+    #[error("the ledger is shutting down")]
+    ShuttingDown,
+}
+
+/// A reservation as answered to clients.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReservationView {
+    pub reservation_id: ReservationId,
+    pub project: ProjectId,
+    pub deltas: Deltas,
+    pub status: ReservationStatus,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// Global position of the event that gave the reservation its status.
+    pub position: Position,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitSource {
+    Project,
+    Default,
+}
+
+impl LimitSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitSource::Project => "project",
+            LimitSource::Default => "default",
+        }
+    }
+}
+
+/// A project's effective limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitsView {
+    pub project: ProjectId,
+    pub limits: BTreeMap<ResourceName, (Limit, LimitSource)>,
+    /// Position of the last limits event of the project (0 if it never had one).
+    pub position: Position,
+}
+
+/// Counters for metrics and the benchmark.
+#[derive(Debug, Default)]
+pub struct LedgerStats {
+    pub decisions: AtomicU64,
+    pub conflicts: AtomicU64,
+    pub batches: AtomicU64,
+    pub batch_appends: AtomicU64,
+    pub batch_events: AtomicU64,
+    pub batch_micros: AtomicU64,
+}
+
+struct Slot {
+    /// Bumped by the appender when an append of this slot fails; see the module docs.
+    generation: AtomicU64,
+    inner: tokio::sync::Mutex<SlotState>,
+}
+
+struct SlotState {
+    state: ProjectState,
+    /// The generation `state` was built under; a mismatch means it must be reloaded.
+    generation: u64,
+    loaded: bool,
+}
+
+struct AppendRequest {
+    append: StreamAppend,
+    fence: Option<(Arc<Slot>, u64)>,
+    reply: oneshot::Sender<Result<AppendResult, StoreError>>,
+}
+
+/// What one pass through the pipeline produced.
+struct Executed<T> {
+    decision: Decision,
+    snapshot: T,
+    versions: Vec<u64>,
+    positions: Vec<Position>,
+}
+
+pub struct Ledger {
+    store: Arc<dyn EventStore>,
+    clock: Arc<dyn Clock>,
+    config: LedgerConfig,
+    slots: Mutex<HashMap<ProjectId, Arc<Slot>>>,
+    defaults_writer: tokio::sync::Mutex<Defaults>,
+    defaults: RwLock<Arc<Defaults>>,
+    appender: mpsc::Sender<AppendRequest>,
+    stats: Arc<LedgerStats>,
+}
+
+impl Ledger {
+    /// Starts the appender task; it stops when the ledger is dropped.
+    pub async fn start(
+        store: Arc<dyn EventStore>,
+        clock: Arc<dyn Clock>,
+        config: LedgerConfig,
+    ) -> Result<Arc<Ledger>, LedgerError> {
+        assert!(config.max_batch_appends > 0 && config.queue_capacity > 0);
+        let (tx, rx) = mpsc::channel(config.queue_capacity);
+        let stats = Arc::new(LedgerStats::default());
+        tokio::spawn(run_appender(
+            store.clone(),
+            rx,
+            config.max_batch_appends,
+            stats.clone(),
+        ));
+        let ledger = Arc::new(Ledger {
+            store,
+            clock,
+            config,
+            slots: Mutex::new(HashMap::new()),
+            defaults_writer: tokio::sync::Mutex::new(Defaults::default()),
+            defaults: RwLock::new(Arc::new(Defaults::default())),
+            appender: tx,
+            stats,
+        });
+        ledger.refresh_defaults().await?;
+        Ok(ledger)
+    }
+
+    pub fn store(&self) -> &Arc<dyn EventStore> {
+        &self.store
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    pub fn stats(&self) -> &LedgerStats {
+        &self.stats
+    }
+
+    pub fn cached_projects(&self) -> usize {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    // ---- defaults ----
+
+    /// The defaults as this process last saw them.
+    pub fn defaults(&self) -> Arc<Defaults> {
+        self.defaults
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Re-reads the defaults stream's tail; other nodes may have changed it.
+    pub async fn refresh_defaults(&self) -> Result<Arc<Defaults>, LedgerError> {
+        let mut defaults = self.defaults_writer.lock().await;
+        self.catch_up_defaults(&mut defaults).await?;
+        Ok(self.publish_defaults(&defaults))
+    }
+
+    fn publish_defaults(&self, defaults: &Defaults) -> Arc<Defaults> {
+        let snapshot = Arc::new(defaults.clone());
+        *self.defaults.write().unwrap_or_else(|p| p.into_inner()) = snapshot.clone();
+        snapshot
+    }
+
+    async fn catch_up_defaults(&self, defaults: &mut Defaults) -> Result<(), LedgerError> {
+        loop {
+            let from = defaults.version.map_or(0, |v| v + 1);
+            let events = self
+                .store
+                .read_stream(DEFAULTS_STREAM, from, MAX_READ_COUNT)
+                .await?;
+            let done = events.len() < MAX_READ_COUNT;
+            for recorded in &events {
+                let event = recorded.decode().map_err(|e| LedgerError::Undecodable {
+                    stream: recorded.stream.clone(),
+                    version: recorded.version,
+                    message: e.to_string(),
+                })?;
+                defaults.apply(&event);
+            }
+            if done {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Merges `limits` into the defaults; answers all defaults.
+    pub async fn set_defaults(&self, limits: &Limits, meta: &Metadata) -> Result<Arc<Defaults>, LedgerError> {
+        for _ in 0..=self.config.max_conflict_retries {
+            let mut defaults = self.defaults_writer.lock().await;
+            self.catch_up_defaults(&mut defaults).await?;
+            let events = decide_defaults(limits, &defaults)?;
+            let now = self.clock.now();
+            let append = StreamAppend {
+                stream: DEFAULTS_STREAM.to_owned(),
+                expected: ExpectedVersion::from_version(defaults.version),
+                events: events.iter().map(|e| event_data(e, meta, now)).collect(),
+            };
+            match self.send(append, None).await? {
+                AppendResult::Appended { .. } => {
+                    for event in &events {
+                        defaults.apply(event);
+                    }
+                    return Ok(self.publish_defaults(&defaults));
+                }
+                AppendResult::Conflict { .. } => {
+                    self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        Err(LedgerError::Contention {
+            stream: DEFAULTS_STREAM.to_owned(),
+            attempts: self.config.max_conflict_retries + 1,
+        })
+    }
+
+    // ---- project commands ----
+
+    /// Reserve `deltas`; `reservation_id` makes retries idempotent (a new id is chosen if none).
+    pub async fn reserve(
+        &self,
+        project: &ProjectId,
+        reservation_id: Option<ReservationId>,
+        deltas: Deltas,
+        expires_in_s: u32,
+        meta: &Metadata,
+    ) -> Result<ReservationView, LedgerError> {
+        let reservation_id = reservation_id.unwrap_or_else(|| ReservationId(Uuid::now_v7()));
+        self.reservation_command(
+            project,
+            Command::Reserve {
+                reservation_id,
+                deltas,
+                expires_in_s,
+            },
+            reservation_id,
+            meta,
+        )
+        .await
+    }
+
+    pub async fn commit(
+        &self,
+        project: &ProjectId,
+        reservation_id: ReservationId,
+        meta: &Metadata,
+    ) -> Result<ReservationView, LedgerError> {
+        self.reservation_command(project, Command::Commit { reservation_id }, reservation_id, meta)
+            .await
+    }
+
+    pub async fn release(
+        &self,
+        project: &ProjectId,
+        reservation_id: ReservationId,
+        meta: &Metadata,
+    ) -> Result<ReservationView, LedgerError> {
+        self.reservation_command(project, Command::Release { reservation_id }, reservation_id, meta)
+            .await
+    }
+
+    /// The reservation as it durably stands.
+    pub async fn reservation(
+        &self,
+        project: &ProjectId,
+        reservation_id: ReservationId,
+    ) -> Result<ReservationView, LedgerError> {
+        let done = self
+            .execute(
+                project,
+                &Metadata::default(),
+                |_, _, _| Decision {
+                    events: vec![],
+                    answer: Ok(Outcome::Reservation(reservation_id)),
+                },
+                |state, _| state.reservation(&reservation_id).cloned(),
+            )
+            .await?;
+        let reservation = done.snapshot.clone().ok_or(Refusal::NotFound)?;
+        self.reservation_view(project, reservation, &done).await
+    }
+
+    async fn reservation_command(
+        &self,
+        project: &ProjectId,
+        command: Command,
+        reservation_id: ReservationId,
+        meta: &Metadata,
+    ) -> Result<ReservationView, LedgerError> {
+        let done = self
+            .execute(
+                project,
+                meta,
+                |state, defaults, now| decide(&command, state, defaults, now),
+                |state, _| state.reservation(&reservation_id).cloned(),
+            )
+            .await?;
+        if let Err(refusal) = &done.decision.answer {
+            return Err(refusal.clone().into());
+        }
+        let reservation = done
+            .snapshot
+            .clone()
+            .expect("a granted reservation command leaves the reservation in the state");
+        self.reservation_view(project, reservation, &done).await
+    }
+
+    async fn reservation_view<T>(
+        &self,
+        project: &ProjectId,
+        reservation: Reservation,
+        done: &Executed<T>,
+    ) -> Result<ReservationView, LedgerError> {
+        let position = match reservation.position {
+            Some(p) => p,
+            None => {
+                self.position_of(project, reservation.status_version, done)
+                    .await?
+            }
+        };
+        Ok(ReservationView {
+            reservation_id: reservation.id,
+            project: project.clone(),
+            deltas: reservation.deltas,
+            status: reservation.status,
+            created_at: reservation.created_at,
+            expires_at: reservation.expires_at,
+            updated_at: reservation.status_at,
+            position,
+        })
+    }
+
+    /// The global position of a project event: from this append if it wrote it, else from the
+    /// store (rare: an idempotent answer right after the original).
+    async fn position_of<T>(&self, project: &ProjectId, version: u64, done: &Executed<T>) -> Result<Position, LedgerError> {
+        if let Some(i) = done.versions.iter().position(|v| *v == version) {
+            return Ok(done.positions[i]);
+        }
+        let events = self.store.read_stream(&project.stream(), version, 1).await?;
+        Ok(events.first().map_or(0, |e| e.position))
+    }
+
+    pub async fn set_limits(
+        &self,
+        project: &ProjectId,
+        limits: Limits,
+        force: bool,
+        meta: &Metadata,
+    ) -> Result<LimitsView, LedgerError> {
+        let command = Command::SetLimits { limits, force };
+        self.limits_command(project, |s, d, now| decide(&command, s, d, now), meta)
+            .await
+    }
+
+    pub async fn reset_limits(&self, project: &ProjectId, meta: &Metadata) -> Result<LimitsView, LedgerError> {
+        self.limits_command(
+            project,
+            |s, d, now| decide(&Command::ResetLimits, s, d, now),
+            meta,
+        )
+        .await
+    }
+
+    pub async fn limits(&self, project: &ProjectId) -> Result<LimitsView, LedgerError> {
+        self.limits_command(
+            project,
+            |_, _, _| Decision {
+                events: vec![],
+                answer: Ok(Outcome::Limits),
+            },
+            &Metadata::default(),
+        )
+        .await
+    }
+
+    async fn limits_command(
+        &self,
+        project: &ProjectId,
+        decide_fn: impl Fn(&ProjectState, &Defaults, Timestamp) -> Decision,
+        meta: &Metadata,
+    ) -> Result<LimitsView, LedgerError> {
+        let done = self
+            .execute(project, meta, decide_fn, |state, defaults| {
+                let mut limits: BTreeMap<ResourceName, (Limit, LimitSource)> = defaults
+                    .limits
+                    .iter()
+                    .map(|(r, l)| (r.clone(), (*l, LimitSource::Default)))
+                    .collect();
+                for (r, l) in &state.overrides {
+                    limits.insert(r.clone(), (*l, LimitSource::Project));
+                }
+                (limits, state.limits_position, state.limits_version)
+            })
+            .await?;
+        if let Err(refusal) = &done.decision.answer {
+            return Err(refusal.clone().into());
+        }
+        let (limits, known_position, version) = done.snapshot.clone();
+        let position = match (known_position, version) {
+            (Some(p), _) => p,
+            (None, Some(v)) => self.position_of(project, v, &done).await?,
+            (None, None) => 0,
+        };
+        Ok(LimitsView {
+            project: project.clone(),
+            limits,
+            position,
+        })
+    }
+
+    /// Records the release of the project's holds past their expiry; returns how many.
+    pub async fn expire(&self, project: &ProjectId) -> Result<usize, LedgerError> {
+        let done = self
+            .execute(
+                project,
+                &Metadata {
+                    actor: Some("sweeper".into()),
+                    ..Metadata::default()
+                },
+                |s, d, now| decide(&Command::Expire, s, d, now),
+                |_, _| (),
+            )
+            .await?;
+        match done.decision.answer {
+            Ok(Outcome::Expired(n)) => Ok(n),
+            Ok(_) => Ok(0),
+            Err(refusal) => Err(refusal.into()),
+        }
+    }
+
+    /// An operator's correction of in_use.
+    pub async fn correct_usage(
+        &self,
+        project: &ProjectId,
+        resource: ResourceName,
+        in_use: i64,
+        reason: String,
+        meta: &Metadata,
+    ) -> Result<(), LedgerError> {
+        let command = Command::CorrectUsage {
+            resource,
+            in_use,
+            reason,
+        };
+        let done = self
+            .execute(project, meta, |s, d, now| decide(&command, s, d, now), |_, _| ())
+            .await?;
+        done.decision.answer.map(|_| ()).map_err(Into::into)
+    }
+
+    /// A copy of the project's durable state (for checks and tests).
+    pub async fn project_state(&self, project: &ProjectId) -> Result<ProjectState, LedgerError> {
+        let done = self
+            .execute(
+                project,
+                &Metadata::default(),
+                |_, _, _| Decision {
+                    events: vec![],
+                    answer: Ok(Outcome::Limits),
+                },
+                |state, _| state.clone(),
+            )
+            .await?;
+        Ok(done.snapshot)
+    }
+
+    // ---- the pipeline ----
+
+    fn slot(&self, project: &ProjectId) -> Arc<Slot> {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = slots.get(project) {
+            return slot.clone();
+        }
+        if slots.len() >= self.config.cache_capacity {
+            evict_idle(&mut slots, self.config.cache_capacity);
+        }
+        let slot = Arc::new(Slot {
+            generation: AtomicU64::new(0),
+            inner: tokio::sync::Mutex::new(SlotState {
+                state: ProjectState::new(project.clone()),
+                generation: 0,
+                loaded: false,
+            }),
+        });
+        slots.insert(project.clone(), slot.clone());
+        slot
+    }
+
+    async fn load(&self, state: &mut ProjectState) -> Result<(), LedgerError> {
+        let stream = state.project.stream();
+        loop {
+            let from = state.version.map_or(0, |v| v + 1);
+            let events = self.store.read_stream(&stream, from, MAX_READ_COUNT).await?;
+            let done = events.len() < MAX_READ_COUNT;
+            for recorded in &events {
+                let event = recorded.decode().map_err(|e| LedgerError::Undecodable {
+                    stream: stream.clone(),
+                    version: recorded.version,
+                    message: e.to_string(),
+                })?;
+                state.apply(&event, recorded.event.recorded_at);
+                state.note_position(&event, recorded.version, recorded.position);
+            }
+            if done {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn execute<T>(
+        &self,
+        project: &ProjectId,
+        meta: &Metadata,
+        decide_fn: impl Fn(&ProjectState, &Defaults, Timestamp) -> Decision,
+        snapshot_fn: impl Fn(&ProjectState, &Defaults) -> T,
+    ) -> Result<Executed<T>, LedgerError> {
+        let stream = project.stream();
+        let mut defaults_refreshed = false;
+        let mut attempts = 0;
+        while attempts <= self.config.max_conflict_retries {
+            attempts += 1;
+            let slot = self.slot(project);
+            // Read once: the same value decides whether the state is current and fences the
+            // append, so a failure the appender records meanwhile cannot slip between them.
+            let generation = slot.generation.load(Ordering::SeqCst);
+            let (decision, snapshot, reply) = {
+                let mut inner = slot.inner.lock().await;
+                if inner.generation != generation || !inner.loaded {
+                    inner.state = ProjectState::new(project.clone());
+                    inner.generation = generation;
+                    inner.loaded = false;
+                    self.load(&mut inner.state).await?;
+                    inner.loaded = true;
+                }
+                let defaults = self.defaults();
+                let now = self.clock.now();
+                let decision = decide_fn(&inner.state, &defaults, now);
+                if matches!(decision.answer, Err(Refusal::UnknownResource(_))) && !defaults_refreshed {
+                    // Another node may have just added the default: look before refusing.
+                    drop(inner);
+                    defaults_refreshed = true;
+                    attempts -= 1;
+                    self.refresh_defaults().await?;
+                    continue;
+                }
+                let expected = ExpectedVersion::from_version(inner.state.version);
+                for event in &decision.events {
+                    inner.state.apply(event, now);
+                }
+                let snapshot = snapshot_fn(&inner.state, &defaults);
+                let append = StreamAppend {
+                    stream: stream.clone(),
+                    expected,
+                    events: decision
+                        .events
+                        .iter()
+                        .map(|e| event_data(e, meta, now))
+                        .collect(),
+                };
+                let reply = self.enqueue(append, Some((slot.clone(), generation))).await?;
+                (decision, snapshot, reply)
+            };
+            self.stats.decisions.fetch_add(1, Ordering::Relaxed);
+            match reply.await.map_err(|_| LedgerError::ShuttingDown)?? {
+                AppendResult::Appended {
+                    versions,
+                    positions,
+                    ..
+                } => {
+                    if !positions.is_empty() {
+                        let mut inner = slot.inner.lock().await;
+                        if inner.generation == generation {
+                            for ((event, version), position) in
+                                decision.events.iter().zip(&versions).zip(&positions)
+                            {
+                                inner.state.note_position(event, *version, *position);
+                            }
+                        }
+                    }
+                    return Ok(Executed {
+                        decision,
+                        snapshot,
+                        versions,
+                        positions,
+                    });
+                }
+                AppendResult::Conflict { .. } => {
+                    self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(%stream, attempts, "expected-version conflict; deciding again");
+                }
+            }
+        }
+        Err(LedgerError::Contention {
+            stream,
+            attempts: self.config.max_conflict_retries + 1,
+        })
+    }
+
+    async fn enqueue(
+        &self,
+        append: StreamAppend,
+        fence: Option<(Arc<Slot>, u64)>,
+    ) -> Result<oneshot::Receiver<Result<AppendResult, StoreError>>, LedgerError> {
+        let (reply, rx) = oneshot::channel();
+        self.appender
+            .send(AppendRequest {
+                append,
+                fence,
+                reply,
+            })
+            .await
+            .map_err(|_| LedgerError::ShuttingDown)?;
+        Ok(rx)
+    }
+
+    async fn send(&self, append: StreamAppend, fence: Option<(Arc<Slot>, u64)>) -> Result<AppendResult, LedgerError> {
+        let rx = self.enqueue(append, fence).await?;
+        Ok(rx.await.map_err(|_| LedgerError::ShuttingDown)??)
+    }
+}
+
+/// Drops cached projects nobody is using until the cache is 10% under capacity.
+fn evict_idle(slots: &mut HashMap<ProjectId, Arc<Slot>>, capacity: usize) {
+    let target = capacity - capacity / 10;
+    let idle: Vec<ProjectId> = slots
+        .iter()
+        .filter(|(_, slot)| Arc::strong_count(slot) == 1)
+        .map(|(p, _)| p.clone())
+        .take(slots.len().saturating_sub(target))
+        .collect();
+    for project in idle {
+        slots.remove(&project);
+    }
+}
+
+const MAX_METADATA_LEN: usize = 256;
+
+fn bounded(value: &Option<String>) -> Option<String> {
+    value
+        .as_ref()
+        .map(|s| s.chars().take(MAX_METADATA_LEN).collect())
+}
+
+fn event_data(event: &Event, meta: &Metadata, now: Timestamp) -> EventData {
+    let encoded = domain::encode(event);
+    EventData {
+        event_id: Uuid::now_v7(),
+        event_type: encoded.event_type.to_owned(),
+        schema_version: encoded.schema_version,
+        data: encoded.data,
+        metadata: Metadata {
+            actor: bounded(&meta.actor),
+            request_id: bounded(&meta.request_id),
+            correlation_id: bounded(&meta.correlation_id),
+        },
+        recorded_at: now,
+    }
+}
+
+/// The group-commit loop: takes everything queued (up to the batch bounds), writes it in one
+/// transaction, answers each request with its own result.
+async fn run_appender(
+    store: Arc<dyn EventStore>,
+    mut queue: mpsc::Receiver<AppendRequest>,
+    max_batch_appends: usize,
+    stats: Arc<LedgerStats>,
+) {
+    let mut held_over: Option<AppendRequest> = None;
+    loop {
+        let first = match held_over.take() {
+            Some(request) => request,
+            None => match queue.recv().await {
+                Some(request) => request,
+                None => return,
+            },
+        };
+        let mut batch = vec![first];
+        let mut events = batch[0].append.events.len();
+        while batch.len() < max_batch_appends {
+            match queue.try_recv() {
+                Ok(request) => {
+                    if events + request.append.events.len() > MAX_BATCH_EVENTS {
+                        held_over = Some(request);
+                        break;
+                    }
+                    events += request.append.events.len();
+                    batch.push(request);
+                }
+                Err(_) => break,
+            }
+        }
+
+        let mut appends = Vec::with_capacity(batch.len());
+        let mut waiters = Vec::with_capacity(batch.len());
+        for request in batch {
+            if let Some((slot, generation)) = &request.fence {
+                if slot.generation.load(Ordering::SeqCst) != *generation {
+                    // Decided on speculation that failed: never write it.
+                    let _ = request.reply.send(Ok(AppendResult::Conflict {
+                        expected: request.append.expected,
+                        actual: None,
+                    }));
+                    continue;
+                }
+            }
+            appends.push(request.append);
+            waiters.push((request.fence, request.reply));
+        }
+        if appends.is_empty() {
+            continue;
+        }
+
+        let started = std::time::Instant::now();
+        let outcome = store.append(&appends).await;
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        stats
+            .batch_appends
+            .fetch_add(appends.len() as u64, Ordering::Relaxed);
+        stats.batch_events.fetch_add(events as u64, Ordering::Relaxed);
+        stats
+            .batch_micros
+            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        match outcome {
+            Ok(results) => {
+                debug_assert_eq!(results.len(), waiters.len());
+                for ((fence, reply), result) in waiters.into_iter().zip(results) {
+                    if result.is_conflict() {
+                        fail_fence(&fence);
+                    }
+                    let _ = reply.send(Ok(result));
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, appends = appends.len(), "group commit failed");
+                for (fence, reply) in waiters {
+                    fail_fence(&fence);
+                    let _ = reply.send(Err(error.clone()));
+                }
+                if matches!(error, StoreError::Unavailable(_)) {
+                    // Do not spin on a store that is down; requests keep failing fast meanwhile.
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        }
+    }
+}
+
+fn fail_fence(fence: &Option<(Arc<Slot>, u64)>) {
+    if let Some((slot, generation)) = fence {
+        // Only the first failure of a generation moves it on.
+        let _ = slot.generation.compare_exchange(
+            *generation,
+            generation + 1,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+    }
+}

@@ -1,0 +1,294 @@
+//! The shared store: PostgreSQL, for several `quota serve` nodes on one database.
+//!
+//! Gap-safety: a PostgreSQL sequence value is taken at insert but becomes visible at commit, so
+//! a reader asking for `position > last` could skip an event that commits late (Marten#1629).
+//! Here every append first takes one transaction-scoped advisory lock, then reads the head and
+//! assigns `head + 1, head + 2, ...`. The lock is held until the transaction has committed, so
+//! positions are assigned in commit order and no reader ever sees position N+1 before N.
+//! Throughput comes from batching many decisions into each of these serialised transactions.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
+use sqlx::types::Json;
+use sqlx::{PgPool, Row as _};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::plan::{self, StoredAt};
+use super::{
+    metadata_from, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore, Position,
+    RecordedEvent, StoreError, StreamAppend,
+};
+
+/// The advisory lock key that serialises appends ("quota" in ASCII).
+const APPEND_LOCK_KEY: i64 = 0x71_75_6f_74_61;
+const NOTIFY_CHANNEL: &str = "quota_events";
+const COLUMNS: &str = "position, stream, version, event_id, event_type, schema_version, data, actor, request_id, correlation_id, recorded_at_ms";
+
+pub struct PostgresStore {
+    pool: PgPool,
+    head: watch::Sender<Position>,
+}
+
+impl PostgresStore {
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        let options: PgConnectOptions = url
+            .parse()
+            .map_err(|e: sqlx::Error| StoreError::UnsupportedUrl(e.to_string()))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with(options)
+            .await?;
+        Self::with_pool(pool).await
+    }
+
+    /// A store on an existing pool (tests give each instance its own pool and schema).
+    pub async fn with_pool(pool: PgPool) -> Result<Self, StoreError> {
+        // Two nodes starting together must not both run the migrations.
+        let mut conn = pool.acquire().await?;
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(APPEND_LOCK_KEY + 1)
+            .execute(&mut *conn)
+            .await?;
+        let migrated = sqlx::migrate!("../migrations/postgres")
+            .run(&mut *conn)
+            .await
+            .map_err(|e| StoreError::Migration(e.to_string()));
+        sqlx::query("SELECT pg_advisory_unlock($1)")
+            .bind(APPEND_LOCK_KEY + 1)
+            .execute(&mut *conn)
+            .await?;
+        migrated?;
+        drop(conn);
+        let store = PostgresStore {
+            pool,
+            head: watch::Sender::new(0),
+        };
+        let head = store.head().await?;
+        store.head.send_replace(head);
+        store.listen_for_other_nodes();
+        Ok(store)
+    }
+
+
+    /// Other nodes' appends arrive as NOTIFY, so local followers wake for them too. A lost
+    /// listener only delays followers until their periodic re-check.
+    fn listen_for_other_nodes(&self) {
+        let pool = self.pool.clone();
+        let head = self.head.clone();
+        tokio::spawn(async move {
+            loop {
+                if head.is_closed() {
+                    return;
+                }
+                let Ok(mut listener) = PgListener::connect_with(&pool).await else {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                };
+                if listener.listen(NOTIFY_CHANNEL).await.is_err() {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+                while let Ok(notification) = listener.recv().await {
+                    if let Ok(position) = notification.payload().parse::<u64>() {
+                        advance(&head, position);
+                    }
+                    if head.is_closed() {
+                        return;
+                    }
+                }
+            }
+        });
+    }
+}
+
+fn advance(head: &watch::Sender<Position>, position: Position) {
+    head.send_if_modified(|h| {
+        let advanced = position > *h;
+        *h = (*h).max(position);
+        advanced
+    });
+}
+
+fn decode_row(row: &PgRow) -> Result<RecordedEvent, StoreError> {
+    let data: Json<serde_json::Value> = row.try_get("data")?;
+    let schema_version: i16 = row.try_get("schema_version")?;
+    Ok(RecordedEvent {
+        position: to_u64(row.try_get("position")?, "position")?,
+        stream: row.try_get("stream")?,
+        version: to_u64(row.try_get("version")?, "version")?,
+        event: EventData {
+            event_id: row.try_get("event_id")?,
+            event_type: row.try_get("event_type")?,
+            schema_version: u16::try_from(schema_version)
+                .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
+            data: data.0,
+            metadata: metadata_from(
+                row.try_get("actor")?,
+                row.try_get("request_id")?,
+                row.try_get("correlation_id")?,
+            ),
+            recorded_at: timestamp_from_ms(row.try_get("recorded_at_ms")?)?,
+        },
+    })
+}
+
+#[async_trait]
+impl EventStore for PostgresStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn database(&self) -> super::Database {
+        super::Database::Postgres(self.pool.clone())
+    }
+
+    async fn append(&self, batch: &[StreamAppend]) -> Result<Vec<AppendResult>, StoreError> {
+        plan::check_batch(batch)?;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(APPEND_LOCK_KEY)
+            .execute(&mut *tx)
+            .await?;
+
+        let ids = plan::event_ids(batch);
+        let mut stored = HashMap::new();
+        if !ids.is_empty() {
+            let rows = sqlx::query(
+                "SELECT event_id, stream, version, position FROM events WHERE event_id = ANY($1)",
+            )
+            .bind(&ids)
+            .fetch_all(&mut *tx)
+            .await?;
+            for row in rows {
+                let id: Uuid = row.try_get(0)?;
+                stored.insert(
+                    id,
+                    StoredAt {
+                        stream: row.try_get(1)?,
+                        version: to_u64(row.try_get(2)?, "version")?,
+                        position: to_u64(row.try_get(3)?, "position")?,
+                    },
+                );
+            }
+        }
+
+        let streams = plan::streams(batch);
+        let mut versions = HashMap::new();
+        let rows = sqlx::query(
+            "SELECT stream, MAX(version) FROM events WHERE stream = ANY($1) GROUP BY stream",
+        )
+        .bind(&streams)
+        .fetch_all(&mut *tx)
+        .await?;
+        for row in rows {
+            versions.insert(row.try_get::<String, _>(0)?, to_u64(row.try_get(1)?, "version")?);
+        }
+
+        let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(position), 0) FROM events")
+            .fetch_one(&mut *tx)
+            .await?;
+        let (results, rows) = plan::plan(batch, versions, &stored, to_u64(head, "position")?)?;
+
+        let new_head = rows.last().map(|r| r.position);
+        if !rows.is_empty() {
+            let mut positions = Vec::with_capacity(rows.len());
+            let mut stream_names = Vec::with_capacity(rows.len());
+            let mut row_versions = Vec::with_capacity(rows.len());
+            let mut event_ids = Vec::with_capacity(rows.len());
+            let mut types = Vec::with_capacity(rows.len());
+            let mut schema_versions = Vec::with_capacity(rows.len());
+            let mut data = Vec::with_capacity(rows.len());
+            let mut actors = Vec::with_capacity(rows.len());
+            let mut request_ids = Vec::with_capacity(rows.len());
+            let mut correlation_ids = Vec::with_capacity(rows.len());
+            let mut recorded = Vec::with_capacity(rows.len());
+            for row in &rows {
+                positions.push(to_i64(row.position));
+                stream_names.push(row.stream);
+                row_versions.push(to_i64(row.version));
+                event_ids.push(row.event.event_id);
+                types.push(row.event.event_type.as_str());
+                schema_versions.push(row.event.schema_version as i16);
+                data.push(Json(&row.event.data));
+                actors.push(row.event.metadata.actor.as_deref());
+                request_ids.push(row.event.metadata.request_id.as_deref());
+                correlation_ids.push(row.event.metadata.correlation_id.as_deref());
+                recorded.push(row.event.recorded_at.timestamp_millis());
+            }
+            sqlx::query(&format!(
+                "INSERT INTO events ({COLUMNS}) SELECT * FROM UNNEST(\
+                 $1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::smallint[], \
+                 $7::jsonb[], $8::text[], $9::text[], $10::text[], $11::bigint[])"
+            ))
+            .bind(&positions)
+            .bind(&stream_names)
+            .bind(&row_versions)
+            .bind(&event_ids)
+            .bind(&types)
+            .bind(&schema_versions)
+            .bind(&data)
+            .bind(&actors)
+            .bind(&request_ids)
+            .bind(&correlation_ids)
+            .bind(&recorded)
+            .execute(&mut *tx)
+            .await?;
+            if let Some(position) = new_head {
+                sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(NOTIFY_CHANNEL)
+                    .bind(position.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        if let Some(position) = new_head {
+            advance(&self.head, position);
+        }
+        Ok(results)
+    }
+
+    async fn read_stream(
+        &self,
+        stream: &str,
+        from_version: u64,
+        max_count: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3"
+        ))
+        .bind(stream)
+        .bind(to_i64(from_version))
+        .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(decode_row).collect()
+    }
+
+    async fn read_all(&self, after: Position, max_count: usize) -> Result<Vec<RecordedEvent>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM events WHERE position > $1 ORDER BY position LIMIT $2"
+        ))
+        .bind(to_i64(after))
+        .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(decode_row).collect()
+    }
+
+    async fn head(&self) -> Result<Position, StoreError> {
+        let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(position), 0) FROM events")
+            .fetch_one(&self.pool)
+            .await?;
+        to_u64(head, "position")
+    }
+
+    fn watch_head(&self) -> watch::Receiver<Position> {
+        self.head.subscribe()
+    }
+}

@@ -1,0 +1,285 @@
+//! One conformance suite for every `EventStore` backend: each test is written once, over
+//! `Arc<dyn EventStore>`, and instantiated below for SQLite and for PostgreSQL.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use ledger::testing;
+use ledger::{AppendResult, EventData, EventStore, ExpectedVersion, Metadata, StreamAppend};
+use serde_json::json;
+use uuid::Uuid;
+
+fn event(n: u64) -> EventData {
+    EventData {
+        event_id: Uuid::now_v7(),
+        event_type: "Test".into(),
+        schema_version: 1,
+        data: json!({ "n": n }),
+        metadata: Metadata {
+            actor: Some("tester".into()),
+            request_id: Some(format!("req-{n}")),
+            correlation_id: None,
+        },
+        recorded_at: chrono::DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap(),
+    }
+}
+
+fn append(stream: &str, expected: ExpectedVersion, events: Vec<EventData>) -> StreamAppend {
+    StreamAppend {
+        stream: stream.into(),
+        expected,
+        events,
+    }
+}
+
+async fn one(store: &dyn EventStore, a: StreamAppend) -> AppendResult {
+    let mut results = store.append(&[a]).await.expect("append");
+    assert_eq!(results.len(), 1);
+    results.remove(0)
+}
+
+async fn expected_versions_are_enforced(store: Arc<dyn EventStore>) {
+    let r = one(&*store, append("s", ExpectedVersion::NoStream, vec![event(0), event(1)])).await;
+    let AppendResult::Appended { versions, positions, stream_version } = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(versions, vec![0, 1]);
+    assert_eq!(stream_version, Some(1));
+    assert!(positions[0] < positions[1]);
+
+    // The stream exists now: "no stream" conflicts, as does a stale exact version.
+    for expected in [ExpectedVersion::NoStream, ExpectedVersion::Exact(0), ExpectedVersion::Exact(2)] {
+        assert_eq!(
+            one(&*store, append("s", expected, vec![event(9)])).await,
+            AppendResult::Conflict { expected, actual: Some(1) }
+        );
+    }
+    assert!(matches!(
+        one(&*store, append("other", ExpectedVersion::StreamExists, vec![event(9)])).await,
+        AppendResult::Conflict { actual: None, .. }
+    ));
+    assert!(!one(&*store, append("s", ExpectedVersion::Exact(1), vec![event(2)])).await.is_conflict());
+    assert!(!one(&*store, append("s", ExpectedVersion::Any, vec![event(3)])).await.is_conflict());
+    assert!(!one(&*store, append("s", ExpectedVersion::StreamExists, vec![event(4)])).await.is_conflict());
+
+    let stored = store.read_stream("s", 0, 100).await.unwrap();
+    assert_eq!(stored.iter().map(|e| e.version).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    assert_eq!(stored[0].event.data, json!({"n": 0}));
+    assert_eq!(stored[0].event.metadata.actor.as_deref(), Some("tester"));
+    assert_eq!(stored[0].event.metadata.request_id.as_deref(), Some("req-0"));
+    // Conflicting appends wrote nothing.
+    assert!(stored.iter().all(|e| e.event.data != json!({"n": 9})));
+}
+
+async fn re_appending_stored_event_ids_is_a_no_op(store: Arc<dyn EventStore>) {
+    let events = vec![event(0), event(1)];
+    let first = one(&*store, append("s", ExpectedVersion::NoStream, events.clone())).await;
+    // The same events again, even under a now-wrong expectation: success, nothing written.
+    let again = one(&*store, append("s", ExpectedVersion::NoStream, events.clone())).await;
+    let (AppendResult::Appended { positions: p1, .. }, AppendResult::Appended { positions: p2, .. }) = (&first, &again) else {
+        panic!("{first:?} {again:?}")
+    };
+    assert_eq!(p1, p2);
+    assert_eq!(store.read_stream("s", 0, 100).await.unwrap().len(), 2);
+    assert_eq!(store.head().await.unwrap(), p1[1]);
+    // A duplicate id inside one batch is a caller error, and writes nothing.
+    let e = event(5);
+    assert!(store
+        .append(&[append("t", ExpectedVersion::Any, vec![e.clone(), e])])
+        .await
+        .is_err());
+    assert!(store.read_stream("t", 0, 10).await.unwrap().is_empty());
+}
+
+async fn one_conflicting_stream_does_not_fail_the_batch(store: Arc<dyn EventStore>) {
+    one(&*store, append("b", ExpectedVersion::NoStream, vec![event(0)])).await;
+    let results = store
+        .append(&[
+            append("a", ExpectedVersion::NoStream, vec![event(1)]),
+            append("b", ExpectedVersion::NoStream, vec![event(2)]),
+            append("c", ExpectedVersion::NoStream, vec![event(3), event(4)]),
+            // Chained on "a" within the same batch.
+            append("a", ExpectedVersion::Exact(0), vec![event(5)]),
+        ])
+        .await
+        .unwrap();
+    assert!(!results[0].is_conflict());
+    assert_eq!(
+        results[1],
+        AppendResult::Conflict { expected: ExpectedVersion::NoStream, actual: Some(0) }
+    );
+    assert!(!results[2].is_conflict());
+    assert!(matches!(&results[3], AppendResult::Appended { versions, .. } if versions == &vec![1]));
+    assert_eq!(store.read_stream("a", 0, 10).await.unwrap().len(), 2);
+    assert_eq!(store.read_stream("b", 0, 10).await.unwrap().len(), 1);
+    assert_eq!(store.read_stream("c", 0, 10).await.unwrap().len(), 2);
+}
+
+async fn a_broken_chain_stays_broken(store: Arc<dyn EventStore>) {
+    one(&*store, append("s", ExpectedVersion::NoStream, vec![event(0)])).await;
+    // The first append expects a version the stream does not have; the second was decided on
+    // top of the first and must not land even though its own expectation happens to match.
+    let results = store
+        .append(&[
+            append("s", ExpectedVersion::NoStream, vec![event(1)]),
+            append("s", ExpectedVersion::Exact(0), vec![event(2)]),
+        ])
+        .await
+        .unwrap();
+    assert!(results.iter().all(AppendResult::is_conflict), "{results:?}");
+    assert_eq!(store.read_stream("s", 0, 10).await.unwrap().len(), 1);
+}
+
+async fn empty_appends_check_the_version_only(store: Arc<dyn EventStore>) {
+    assert!(!one(&*store, append("s", ExpectedVersion::NoStream, vec![])).await.is_conflict());
+    one(&*store, append("s", ExpectedVersion::NoStream, vec![event(0)])).await;
+    assert_eq!(
+        one(&*store, append("s", ExpectedVersion::NoStream, vec![])).await,
+        AppendResult::Conflict { expected: ExpectedVersion::NoStream, actual: Some(0) }
+    );
+    assert_eq!(
+        one(&*store, append("s", ExpectedVersion::Exact(0), vec![])).await,
+        AppendResult::Appended { versions: vec![], positions: vec![], stream_version: Some(0) }
+    );
+    assert_eq!(store.head().await.unwrap(), 1);
+}
+
+async fn the_feed_reads_from_any_position(store: Arc<dyn EventStore>) {
+    assert_eq!(store.head().await.unwrap(), 0);
+    assert!(store.read_all(0, 10).await.unwrap().is_empty());
+    for i in 0..25u64 {
+        let stream = format!("s{}", i % 3);
+        one(&*store, append(&stream, ExpectedVersion::Any, vec![event(i)])).await;
+    }
+    let all = store.read_all(0, 1000).await.unwrap();
+    assert_eq!(all.len(), 25);
+    assert!(all.windows(2).all(|w| w[0].position < w[1].position));
+    assert_eq!(store.head().await.unwrap(), all[24].position);
+    // Paging by the last position seen covers everything exactly once.
+    let mut seen = vec![];
+    let mut after = 0;
+    loop {
+        let page = store.read_all(after, 7).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().unwrap().position;
+        seen.extend(page.into_iter().map(|e| e.position));
+    }
+    assert_eq!(seen, all.iter().map(|e| e.position).collect::<Vec<_>>());
+    let tail = store.read_all(all[20].position, 100).await.unwrap();
+    assert_eq!(tail.len(), 4);
+    let from_version = store.read_stream("s1", 3, 100).await.unwrap();
+    assert_eq!(from_version.first().map(|e| e.version), Some(3));
+    // Watchers see the head move.
+    assert_eq!(*store.watch_head().borrow(), all[24].position);
+}
+
+/// Concurrent writers on the same streams: every append is either stored once, at the
+/// version it expected, or reported as a conflict; a follower sees every event exactly once.
+async fn concurrent_writers_never_overwrite_and_followers_miss_nothing(stores: Vec<Arc<dyn EventStore>>) {
+    let reader = stores[0].clone();
+    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers_done = finished.clone();
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let store = stores[w % stores.len()].clone();
+            tokio::spawn(async move {
+                let mut appended = 0u64;
+                for i in 0..40u64 {
+                    let stream = format!("hot{}", i % 2);
+                    let current = store.read_stream(&stream, 0, 10_000).await.unwrap();
+                    let expected = ExpectedVersion::from_version(current.last().map(|e| e.version));
+                    let r = one(&*store, append(&stream, expected, vec![event(w as u64 * 1000 + i)])).await;
+                    if !r.is_conflict() {
+                        appended += 1;
+                    }
+                }
+                appended
+            })
+        })
+        .collect();
+    let follower = tokio::spawn(async move {
+        let mut seen = vec![];
+        let mut after = 0;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while tokio::time::Instant::now() < deadline {
+            let page = reader.read_all(after, 3).await.unwrap();
+            for e in &page {
+                seen.push(e.position);
+                after = e.position;
+            }
+            if page.is_empty() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                if !seen.is_empty() && reader.head().await.unwrap() == after && writers_done.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+            }
+        }
+        seen
+    });
+    let mut total = 0;
+    for w in writers {
+        total += w.await.unwrap();
+    }
+    finished.store(true, std::sync::atomic::Ordering::SeqCst);
+    let seen = follower.await.unwrap();
+    let all = stores[0].read_all(0, 10_000).await.unwrap();
+    assert_eq!(all.len() as u64, total);
+    assert_eq!(seen, all.iter().map(|e| e.position).collect::<Vec<_>>(), "the follower saw each event once, in order");
+    for stream in ["hot0", "hot1"] {
+        let versions: Vec<u64> = stores[0].read_stream(stream, 0, 10_000).await.unwrap().iter().map(|e| e.version).collect();
+        assert_eq!(versions, (0..versions.len() as u64).collect::<Vec<_>>());
+    }
+    let ids: HashSet<Uuid> = all.iter().map(|e| e.event.event_id).collect();
+    assert_eq!(ids.len(), all.len());
+}
+
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let (_dir, store) = ledger::testing::sqlite_store().await;
+                    super::$name(store).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let Some(store) = ledger::testing::postgres_store().await else { return };
+                    super::$name(store).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    expected_versions_are_enforced,
+    re_appending_stored_event_ids_is_a_no_op,
+    one_conflicting_stream_does_not_fail_the_batch,
+    a_broken_chain_stays_broken,
+    empty_appends_check_the_version_only,
+    the_feed_reads_from_any_position,
+);
+
+#[tokio::test]
+async fn sqlite_concurrent_writers() {
+    let (_dir, store) = testing::sqlite_store().await;
+    concurrent_writers_never_overwrite_and_followers_miss_nothing(vec![store]).await;
+}
+
+#[tokio::test]
+async fn postgres_concurrent_writers_on_two_pools() {
+    let Some(url) = testing::postgres_url() else { return };
+    let schema = testing::postgres_schema(&url).await;
+    let a = testing::postgres_store_in(&url, &schema).await;
+    let b = testing::postgres_store_in(&url, &schema).await;
+    concurrent_writers_never_overwrite_and_followers_miss_nothing(vec![a, b]).await;
+}
