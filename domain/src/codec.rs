@@ -94,7 +94,9 @@ struct CorrectedV1 {
 }
 
 fn names<V: Copy>(map: &BTreeMap<ResourceName, V>) -> BTreeMap<String, V> {
-    map.iter().map(|(k, v)| (k.as_str().to_owned(), *v)).collect()
+    map.iter()
+        .map(|(k, v)| (k.as_str().to_owned(), *v))
+        .collect()
 }
 
 pub fn encode(event: &Event) -> Encoded {
@@ -191,7 +193,9 @@ pub fn decode(
         message,
     };
     if !crate::EVENT_TYPES.contains(&event_type) {
-        return Err(DecodeError::UnknownType(event_type.chars().take(64).collect()));
+        return Err(DecodeError::UnknownType(
+            event_type.chars().take(64).collect(),
+        ));
     }
     if schema_version != 1 {
         return Err(DecodeError::UnknownVersion {
@@ -202,7 +206,12 @@ pub fn decode(
     let res = |s: &str| ResourceName::parse(s).map_err(|e| malformed(e.to_string()));
     let limits = |m: BTreeMap<String, i64>| -> Result<crate::Limits, DecodeError> {
         m.into_iter()
-            .map(|(k, v)| Ok((res(&k)?, Limit::new(v).map_err(|e| malformed(e.to_string()))?)))
+            .map(|(k, v)| {
+                Ok((
+                    res(&k)?,
+                    Limit::new(v).map_err(|e| malformed(e.to_string()))?,
+                ))
+            })
             .collect()
     };
     let deltas = |m: BTreeMap<String, i64>| -> Result<Deltas, DecodeError> {
@@ -379,7 +388,8 @@ mod tests {
             decode("ReservationRequested", 1, &requested),
             Ok(Event::ReservationRequested { .. })
         ));
-        let released = json!({"reservation_id": "00000000-0000-0000-0000-000000000001", "reason": "expired"});
+        let released =
+            json!({"reservation_id": "00000000-0000-0000-0000-000000000001", "reason": "expired"});
         assert_eq!(
             decode("ReservationReleased", 1, &released),
             Ok(Event::ReservationReleased {

@@ -82,9 +82,10 @@ pub struct ResourceStanding {
 impl ResourceStanding {
     /// `limit - in_use - reserved`, or `None` when unlimited.
     pub fn headroom(&self) -> Option<i64> {
-        self.limit
-            .cap()
-            .map(|cap| cap.saturating_sub(self.in_use).saturating_sub(self.reserved))
+        self.limit.cap().map(|cap| {
+            cap.saturating_sub(self.in_use)
+                .saturating_sub(self.reserved)
+        })
     }
 }
 
@@ -176,7 +177,12 @@ fn unknown_resources<'a>(
 }
 
 /// Decide a project command at `now` against the project's state and the defaults.
-pub fn decide(command: &Command, state: &ProjectState, defaults: &Defaults, now: Timestamp) -> Decision {
+pub fn decide(
+    command: &Command,
+    state: &ProjectState,
+    defaults: &Defaults,
+    now: Timestamp,
+) -> Decision {
     if let Err(invalid) = command.validate() {
         return Decision::refuse(invalid);
     }
@@ -224,8 +230,8 @@ fn reserve(
     expires_in_s: u32,
 ) -> Result<Decision, Refusal> {
     if let Some(existing) = state.reservation(&id) {
-        let same_expiry = existing.expires_at - existing.created_at
-            == Duration::seconds(i64::from(expires_in_s));
+        let same_expiry =
+            existing.expires_at - existing.created_at == Duration::seconds(i64::from(expires_in_s));
         return if existing.deltas == *deltas && same_expiry {
             Ok(Decision::grant(vec![], Outcome::Reservation(id)))
         } else {
@@ -251,12 +257,20 @@ fn reserve(
             },
         );
         if delta < 0 {
-            let after = checked_add(resource, checked_add(resource, usage.in_use, usage.releasing)?, delta)?;
+            let after = checked_add(
+                resource,
+                checked_add(resource, usage.in_use, usage.releasing)?,
+                delta,
+            )?;
             if after < 0 {
                 underflows.push(resource.clone());
             }
         } else {
-            let after = checked_add(resource, checked_add(resource, usage.in_use, usage.reserved)?, delta)?;
+            let after = checked_add(
+                resource,
+                checked_add(resource, usage.in_use, usage.reserved)?,
+                delta,
+            )?;
             if limit.cap().is_some_and(|cap| delta > 0 && after > cap) {
                 overs.push(resource.clone());
             }
@@ -347,7 +361,11 @@ fn release(state: &ProjectState, now: Timestamp, id: ReservationId) -> Result<De
             let mut underflows = vec![];
             for (resource, delta) in reservation.deltas.iter() {
                 let usage = state.usage(resource, now);
-                let freed = checked_add(resource, usage.in_use, delta.checked_neg().unwrap_or(i64::MAX))?;
+                let freed = checked_add(
+                    resource,
+                    usage.in_use,
+                    delta.checked_neg().unwrap_or(i64::MAX),
+                )?;
                 if checked_add(resource, freed, usage.releasing)? < 0 {
                     underflows.push(resource.clone());
                 }

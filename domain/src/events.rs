@@ -42,9 +42,14 @@ pub struct Judged {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// Default limits were set (merged into the defaults; other resources keep theirs).
-    DefaultLimitsSet { limits: Limits },
+    DefaultLimitsSet {
+        limits: Limits,
+    },
     /// A project's own limits were set (merged into its overrides).
-    LimitsSet { limits: Limits, forced: bool },
+    LimitsSet {
+        limits: Limits,
+        forced: bool,
+    },
     /// A project's overrides were all removed: it is back on the defaults.
     LimitsReset,
     /// A reserve was granted: the deltas are held until commit, release or expiry.
@@ -53,7 +58,9 @@ pub enum Event {
         deltas: Deltas,
         expires_at: Timestamp,
     },
-    ReservationCommitted { reservation_id: ReservationId },
+    ReservationCommitted {
+        reservation_id: ReservationId,
+    },
     ReservationReleased {
         reservation_id: ReservationId,
         reason: ReleaseReason,

@@ -19,7 +19,8 @@ mod tests;
 pub use codec::{decode, encode, DecodeError, Encoded, CURRENT_SCHEMA_VERSION};
 pub use decide::{
     decide, decide_defaults, Command, Decision, Outcome, Refusal, ResourceStanding,
-    DEFAULT_EXPIRES_IN_S, MAX_EXPIRED_PER_DECISION, MAX_EXPIRES_IN_S, MAX_REASON_LEN, MIN_EXPIRES_IN_S,
+    DEFAULT_EXPIRES_IN_S, MAX_EXPIRED_PER_DECISION, MAX_EXPIRES_IN_S, MAX_REASON_LEN,
+    MIN_EXPIRES_IN_S,
 };
 pub use events::{Event, Judged, ReleaseReason, Timestamp, EVENT_TYPES};
 pub use ids::{ProjectId, ReservationId, ResourceName, DEFAULTS_STREAM, PROJECT_STREAM_PREFIX};

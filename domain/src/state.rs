@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::{Deltas, Event, Limit, Limits, ProjectId, ReleaseReason, ReservationId, ResourceName, Timestamp};
+use crate::{
+    Deltas, Event, Limit, Limits, ProjectId, ReleaseReason, ReservationId, ResourceName, Timestamp,
+};
 
 /// The position in a stream: `None` before its first event, then 0, 1, 2, ...
 pub type StreamVersion = Option<u64>;
@@ -23,7 +25,8 @@ pub struct Defaults {
 impl Defaults {
     pub fn apply(&mut self, event: &Event) {
         if let Event::DefaultLimitsSet { limits } = event {
-            self.limits.extend(limits.iter().map(|(r, l)| (r.clone(), *l)));
+            self.limits
+                .extend(limits.iter().map(|(r, l)| (r.clone(), *l)));
         }
         self.version = Some(next_version(self.version));
     }
@@ -149,7 +152,11 @@ impl ProjectState {
     }
 
     /// Every resource the project has a limit, usage or hold for, with its usage at `now`.
-    pub fn usage_all(&self, defaults: &Defaults, now: Timestamp) -> BTreeMap<ResourceName, (Option<Limit>, Usage)> {
+    pub fn usage_all(
+        &self,
+        defaults: &Defaults,
+        now: Timestamp,
+    ) -> BTreeMap<ResourceName, (Option<Limit>, Usage)> {
         let mut names: BTreeSet<&ResourceName> = defaults.limits.keys().collect();
         names.extend(self.overrides.keys());
         names.extend(self.in_use.keys());

@@ -173,7 +173,10 @@ fn overflow_is_an_invalid_input_not_a_wrap() {
     let mut g = Given::defaults(&[("ram", -1)]);
     g.ok(reserve_cmd(1, &[("ram", i64::MAX)]));
     let d = g.when(&reserve_cmd(2, &[("ram", 1)]));
-    assert_eq!(d.answer, Err(Refusal::Invalid(InvalidInput::Overflow(r("ram")))));
+    assert_eq!(
+        d.answer,
+        Err(Refusal::Invalid(InvalidInput::Overflow(r("ram"))))
+    );
     assert!(d.events.is_empty());
 }
 
@@ -182,8 +185,14 @@ fn overflow_is_an_invalid_input_not_a_wrap() {
 #[test]
 fn over_on_several_resources_lists_all_and_reserves_nothing() {
     let mut g = Given::defaults(&[("instances", 10), ("cores", 20), ("ram", 51200)]);
-    g.ok(reserve_cmd(1, &[("instances", 9), ("cores", 19), ("ram", 1000)]));
-    let d = g.when(&reserve_cmd(2, &[("instances", 2), ("cores", 2), ("ram", 1)]));
+    g.ok(reserve_cmd(
+        1,
+        &[("instances", 9), ("cores", 19), ("ram", 1000)],
+    ));
+    let d = g.when(&reserve_cmd(
+        2,
+        &[("instances", 2), ("cores", 2), ("ram", 1)],
+    ));
     let Err(Refusal::OverQuota { overs, standing }) = &d.answer else {
         panic!("expected over-quota, got {:?}", d.answer);
     };
@@ -395,7 +404,10 @@ fn reserve_with_the_same_id_and_another_body_is_a_mismatch() {
         deltas: deltas(&[("instances", 1)]),
         expires_in_s: 60,
     };
-    assert_eq!(g.when(&other_expiry).answer, Err(Refusal::IdempotencyMismatch));
+    assert_eq!(
+        g.when(&other_expiry).answer,
+        Err(Refusal::IdempotencyMismatch)
+    );
 }
 
 #[test]
@@ -476,7 +488,10 @@ fn overrides_win_over_defaults_and_reset_restores_them() {
     g.ok(release(1));
     assert_eq!(g.ok(Command::ResetLimits), vec![Event::LimitsReset]);
     assert!(g.when(&reserve_cmd(2, &[("instances", 2)])).answer.is_err());
-    assert!(g.ok(Command::ResetLimits).is_empty(), "reset twice appends nothing");
+    assert!(
+        g.ok(Command::ResetLimits).is_empty(),
+        "reset twice appends nothing"
+    );
 }
 
 // Rule 7: unknown resources are refused, never unlimited.
@@ -484,7 +499,10 @@ fn overrides_win_over_defaults_and_reset_restores_them() {
 #[test]
 fn a_resource_without_default_is_unknown() {
     let g = Given::defaults(&[("instances", 10)]);
-    let d = g.when(&reserve_cmd(1, &[("instances", 1), ("zebras", 1), ("gpu", 1)]));
+    let d = g.when(&reserve_cmd(
+        1,
+        &[("instances", 1), ("zebras", 1), ("gpu", 1)],
+    ));
     assert_eq!(
         d.answer,
         Err(Refusal::UnknownResource(vec![r("gpu"), r("zebras")]))
@@ -540,7 +558,10 @@ fn expiry_bounds_are_checked() {
             deltas: deltas(&[("cores", 1)]),
             expires_in_s: bad,
         });
-        assert!(matches!(d.answer, Err(Refusal::Invalid(InvalidInput::ExpiresIn(_)))));
+        assert!(matches!(
+            d.answer,
+            Err(Refusal::Invalid(InvalidInput::ExpiresIn(_)))
+        ));
     }
 }
 

@@ -13,8 +13,10 @@ pub mod sweeper;
 pub mod testing;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use pipeline::{Ledger, LedgerConfig, LedgerError, LimitsView, ReservationView};
+pub use pipeline::{
+    Ledger, LedgerConfig, LedgerError, LedgerStats, LimitSource, LimitsView, ReservationView,
+};
 pub use store::{
-    AppendResult, Database, EventData, EventStore, ExpectedVersion, Metadata, Position, RecordedEvent,
-    StoreError, StreamAppend,
+    AppendResult, Database, EventData, EventStore, ExpectedVersion, Metadata, Position,
+    RecordedEvent, StoreError, StreamAppend,
 };

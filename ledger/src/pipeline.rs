@@ -261,7 +261,11 @@ impl Ledger {
     }
 
     /// Merges `limits` into the defaults; answers all defaults.
-    pub async fn set_defaults(&self, limits: &Limits, meta: &Metadata) -> Result<Arc<Defaults>, LedgerError> {
+    pub async fn set_defaults(
+        &self,
+        limits: &Limits,
+        meta: &Metadata,
+    ) -> Result<Arc<Defaults>, LedgerError> {
         for _ in 0..=self.config.max_conflict_retries {
             let mut defaults = self.defaults_writer.lock().await;
             self.catch_up_defaults(&mut defaults).await?;
@@ -321,8 +325,13 @@ impl Ledger {
         reservation_id: ReservationId,
         meta: &Metadata,
     ) -> Result<ReservationView, LedgerError> {
-        self.reservation_command(project, Command::Commit { reservation_id }, reservation_id, meta)
-            .await
+        self.reservation_command(
+            project,
+            Command::Commit { reservation_id },
+            reservation_id,
+            meta,
+        )
+        .await
     }
 
     pub async fn release(
@@ -331,8 +340,13 @@ impl Ledger {
         reservation_id: ReservationId,
         meta: &Metadata,
     ) -> Result<ReservationView, LedgerError> {
-        self.reservation_command(project, Command::Release { reservation_id }, reservation_id, meta)
-            .await
+        self.reservation_command(
+            project,
+            Command::Release { reservation_id },
+            reservation_id,
+            meta,
+        )
+        .await
     }
 
     /// The reservation as it durably stands.
@@ -408,11 +422,19 @@ impl Ledger {
 
     /// The global position of a project event: from this append if it wrote it, else from the
     /// store (rare: an idempotent answer right after the original).
-    async fn position_of<T>(&self, project: &ProjectId, version: u64, done: &Executed<T>) -> Result<Position, LedgerError> {
+    async fn position_of<T>(
+        &self,
+        project: &ProjectId,
+        version: u64,
+        done: &Executed<T>,
+    ) -> Result<Position, LedgerError> {
         if let Some(i) = done.versions.iter().position(|v| *v == version) {
             return Ok(done.positions[i]);
         }
-        let events = self.store.read_stream(&project.stream(), version, 1).await?;
+        let events = self
+            .store
+            .read_stream(&project.stream(), version, 1)
+            .await?;
         Ok(events.first().map_or(0, |e| e.position))
     }
 
@@ -428,7 +450,11 @@ impl Ledger {
             .await
     }
 
-    pub async fn reset_limits(&self, project: &ProjectId, meta: &Metadata) -> Result<LimitsView, LedgerError> {
+    pub async fn reset_limits(
+        &self,
+        project: &ProjectId,
+        meta: &Metadata,
+    ) -> Result<LimitsView, LedgerError> {
         self.limits_command(
             project,
             |s, d, now| decide(&Command::ResetLimits, s, d, now),
@@ -519,7 +545,12 @@ impl Ledger {
             reason,
         };
         let done = self
-            .execute(project, meta, |s, d, now| decide(&command, s, d, now), |_, _| ())
+            .execute(
+                project,
+                meta,
+                |s, d, now| decide(&command, s, d, now),
+                |_, _| (),
+            )
             .await?;
         done.decision.answer.map(|_| ()).map_err(Into::into)
     }
@@ -566,7 +597,10 @@ impl Ledger {
         let stream = state.project.stream();
         loop {
             let from = state.version.map_or(0, |v| v + 1);
-            let events = self.store.read_stream(&stream, from, MAX_READ_COUNT).await?;
+            let events = self
+                .store
+                .read_stream(&stream, from, MAX_READ_COUNT)
+                .await?;
             let done = events.len() < MAX_READ_COUNT;
             for recorded in &events {
                 let event = recorded.decode().map_err(|e| LedgerError::Undecodable {
@@ -611,7 +645,9 @@ impl Ledger {
                 let defaults = self.defaults();
                 let now = self.clock.now();
                 let decision = decide_fn(&inner.state, &defaults, now);
-                if matches!(decision.answer, Err(Refusal::UnknownResource(_))) && !defaults_refreshed {
+                if matches!(decision.answer, Err(Refusal::UnknownResource(_)))
+                    && !defaults_refreshed
+                {
                     // Another node may have just added the default: look before refusing.
                     drop(inner);
                     defaults_refreshed = true;
@@ -633,7 +669,9 @@ impl Ledger {
                         .map(|e| event_data(e, meta, now))
                         .collect(),
                 };
-                let reply = self.enqueue(append, Some((slot.clone(), generation))).await?;
+                let reply = self
+                    .enqueue(append, Some((slot.clone(), generation)))
+                    .await?;
                 (decision, snapshot, reply)
             };
             self.stats.decisions.fetch_add(1, Ordering::Relaxed);
@@ -689,7 +727,11 @@ impl Ledger {
         Ok(rx)
     }
 
-    async fn send(&self, append: StreamAppend, fence: Option<(Arc<Slot>, u64)>) -> Result<AppendResult, LedgerError> {
+    async fn send(
+        &self,
+        append: StreamAppend,
+        fence: Option<(Arc<Slot>, u64)>,
+    ) -> Result<AppendResult, LedgerError> {
         let rx = self.enqueue(append, fence).await?;
         Ok(rx.await.map_err(|_| LedgerError::ShuttingDown)??)
     }
@@ -792,7 +834,9 @@ async fn run_appender(
         stats
             .batch_appends
             .fetch_add(appends.len() as u64, Ordering::Relaxed);
-        stats.batch_events.fetch_add(events as u64, Ordering::Relaxed);
+        stats
+            .batch_events
+            .fetch_add(events as u64, Ordering::Relaxed);
         stats
             .batch_micros
             .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);

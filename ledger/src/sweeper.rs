@@ -65,8 +65,11 @@ impl Sweeper {
                     }
                     Event::ReservationCommitted { reservation_id }
                     | Event::ReservationReleased { reservation_id, .. } => {
-                        if let Some(expires_at) = self.holds.remove(&(project.clone(), reservation_id)) {
-                            self.by_expiry.remove(&(expires_at, project, reservation_id));
+                        if let Some(expires_at) =
+                            self.holds.remove(&(project.clone(), reservation_id))
+                        {
+                            self.by_expiry
+                                .remove(&(expires_at, project, reservation_id));
                         }
                     }
                     _ => {}
@@ -106,7 +109,11 @@ impl Sweeper {
 
     /// Sweeps until `shutdown` resolves: at the next expiry, on new events, or every
     /// `max_interval` at the latest.
-    pub async fn run(mut self, max_interval: Duration, shutdown: impl std::future::Future<Output = ()>) {
+    pub async fn run(
+        mut self,
+        max_interval: Duration,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
         let mut head = self.ledger.store().watch_head();
         tokio::pin!(shutdown);
         loop {

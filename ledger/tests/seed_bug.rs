@@ -20,7 +20,10 @@ async fn ledger(store: Arc<dyn EventStore>) -> Arc<Ledger> {
 /// Fires 20 reserves of one instance through `ledgers` (round robin), all released at once.
 async fn burst(ledgers: &[Arc<Ledger>]) -> (usize, usize) {
     let limits: Limits = [(r("instances"), Limit::new(10).unwrap())].into();
-    ledgers[0].set_defaults(&limits, &Metadata::default()).await.unwrap();
+    ledgers[0]
+        .set_defaults(&limits, &Metadata::default())
+        .await
+        .unwrap();
     let project = ProjectId::parse("seed").unwrap();
     let start = Arc::new(Barrier::new(20));
     let tasks: Vec<_> = (0..20)
@@ -64,13 +67,17 @@ async fn sqlite_twenty_parallel_boots_grant_exactly_ten() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_twenty_parallel_boots_grant_exactly_ten() {
-    let Some(store) = testing::postgres_store().await else { return };
+    let Some(store) = testing::postgres_store().await else {
+        return;
+    };
     assert_eq!(burst(&[ledger(store).await]).await, (10, 10));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_two_ledgers_sharing_one_database_grant_exactly_ten() {
-    let Some(url) = testing::postgres_url() else { return };
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
     let schema = testing::postgres_schema(&url).await;
     let a = ledger(testing::postgres_store_in(&url, &schema).await).await;
     let b = ledger(testing::postgres_store_in(&url, &schema).await).await;

@@ -22,7 +22,8 @@ fn event(n: u64) -> EventData {
             request_id: Some(format!("req-{n}")),
             correlation_id: None,
         },
-        recorded_at: chrono::DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap(),
+        recorded_at: chrono::DateTime::from_timestamp_millis(Utc::now().timestamp_millis())
+            .unwrap(),
     }
 }
 
@@ -41,8 +42,17 @@ async fn one(store: &dyn EventStore, a: StreamAppend) -> AppendResult {
 }
 
 async fn expected_versions_are_enforced(store: Arc<dyn EventStore>) {
-    let r = one(&*store, append("s", ExpectedVersion::NoStream, vec![event(0), event(1)])).await;
-    let AppendResult::Appended { versions, positions, stream_version } = r else {
+    let r = one(
+        &*store,
+        append("s", ExpectedVersion::NoStream, vec![event(0), event(1)]),
+    )
+    .await;
+    let AppendResult::Appended {
+        versions,
+        positions,
+        stream_version,
+    } = r
+    else {
         panic!("{r:?}")
     };
     assert_eq!(versions, vec![0, 1]);
@@ -50,35 +60,78 @@ async fn expected_versions_are_enforced(store: Arc<dyn EventStore>) {
     assert!(positions[0] < positions[1]);
 
     // The stream exists now: "no stream" conflicts, as does a stale exact version.
-    for expected in [ExpectedVersion::NoStream, ExpectedVersion::Exact(0), ExpectedVersion::Exact(2)] {
+    for expected in [
+        ExpectedVersion::NoStream,
+        ExpectedVersion::Exact(0),
+        ExpectedVersion::Exact(2),
+    ] {
         assert_eq!(
             one(&*store, append("s", expected, vec![event(9)])).await,
-            AppendResult::Conflict { expected, actual: Some(1) }
+            AppendResult::Conflict {
+                expected,
+                actual: Some(1)
+            }
         );
     }
     assert!(matches!(
-        one(&*store, append("other", ExpectedVersion::StreamExists, vec![event(9)])).await,
+        one(
+            &*store,
+            append("other", ExpectedVersion::StreamExists, vec![event(9)])
+        )
+        .await,
         AppendResult::Conflict { actual: None, .. }
     ));
-    assert!(!one(&*store, append("s", ExpectedVersion::Exact(1), vec![event(2)])).await.is_conflict());
-    assert!(!one(&*store, append("s", ExpectedVersion::Any, vec![event(3)])).await.is_conflict());
-    assert!(!one(&*store, append("s", ExpectedVersion::StreamExists, vec![event(4)])).await.is_conflict());
+    assert!(!one(
+        &*store,
+        append("s", ExpectedVersion::Exact(1), vec![event(2)])
+    )
+    .await
+    .is_conflict());
+    assert!(
+        !one(&*store, append("s", ExpectedVersion::Any, vec![event(3)]))
+            .await
+            .is_conflict()
+    );
+    assert!(!one(
+        &*store,
+        append("s", ExpectedVersion::StreamExists, vec![event(4)])
+    )
+    .await
+    .is_conflict());
 
     let stored = store.read_stream("s", 0, 100).await.unwrap();
-    assert_eq!(stored.iter().map(|e| e.version).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    assert_eq!(
+        stored.iter().map(|e| e.version).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4]
+    );
     assert_eq!(stored[0].event.data, json!({"n": 0}));
     assert_eq!(stored[0].event.metadata.actor.as_deref(), Some("tester"));
-    assert_eq!(stored[0].event.metadata.request_id.as_deref(), Some("req-0"));
+    assert_eq!(
+        stored[0].event.metadata.request_id.as_deref(),
+        Some("req-0")
+    );
     // Conflicting appends wrote nothing.
     assert!(stored.iter().all(|e| e.event.data != json!({"n": 9})));
 }
 
 async fn re_appending_stored_event_ids_is_a_no_op(store: Arc<dyn EventStore>) {
     let events = vec![event(0), event(1)];
-    let first = one(&*store, append("s", ExpectedVersion::NoStream, events.clone())).await;
+    let first = one(
+        &*store,
+        append("s", ExpectedVersion::NoStream, events.clone()),
+    )
+    .await;
     // The same events again, even under a now-wrong expectation: success, nothing written.
-    let again = one(&*store, append("s", ExpectedVersion::NoStream, events.clone())).await;
-    let (AppendResult::Appended { positions: p1, .. }, AppendResult::Appended { positions: p2, .. }) = (&first, &again) else {
+    let again = one(
+        &*store,
+        append("s", ExpectedVersion::NoStream, events.clone()),
+    )
+    .await;
+    let (
+        AppendResult::Appended { positions: p1, .. },
+        AppendResult::Appended { positions: p2, .. },
+    ) = (&first, &again)
+    else {
         panic!("{first:?} {again:?}")
     };
     assert_eq!(p1, p2);
@@ -94,7 +147,11 @@ async fn re_appending_stored_event_ids_is_a_no_op(store: Arc<dyn EventStore>) {
 }
 
 async fn one_conflicting_stream_does_not_fail_the_batch(store: Arc<dyn EventStore>) {
-    one(&*store, append("b", ExpectedVersion::NoStream, vec![event(0)])).await;
+    one(
+        &*store,
+        append("b", ExpectedVersion::NoStream, vec![event(0)]),
+    )
+    .await;
     let results = store
         .append(&[
             append("a", ExpectedVersion::NoStream, vec![event(1)]),
@@ -108,7 +165,10 @@ async fn one_conflicting_stream_does_not_fail_the_batch(store: Arc<dyn EventStor
     assert!(!results[0].is_conflict());
     assert_eq!(
         results[1],
-        AppendResult::Conflict { expected: ExpectedVersion::NoStream, actual: Some(0) }
+        AppendResult::Conflict {
+            expected: ExpectedVersion::NoStream,
+            actual: Some(0)
+        }
     );
     assert!(!results[2].is_conflict());
     assert!(matches!(&results[3], AppendResult::Appended { versions, .. } if versions == &vec![1]));
@@ -118,7 +178,11 @@ async fn one_conflicting_stream_does_not_fail_the_batch(store: Arc<dyn EventStor
 }
 
 async fn a_broken_chain_stays_broken(store: Arc<dyn EventStore>) {
-    one(&*store, append("s", ExpectedVersion::NoStream, vec![event(0)])).await;
+    one(
+        &*store,
+        append("s", ExpectedVersion::NoStream, vec![event(0)]),
+    )
+    .await;
     // The first append expects a version the stream does not have; the second was decided on
     // top of the first and must not land even though its own expectation happens to match.
     let results = store
@@ -133,15 +197,30 @@ async fn a_broken_chain_stays_broken(store: Arc<dyn EventStore>) {
 }
 
 async fn empty_appends_check_the_version_only(store: Arc<dyn EventStore>) {
-    assert!(!one(&*store, append("s", ExpectedVersion::NoStream, vec![])).await.is_conflict());
-    one(&*store, append("s", ExpectedVersion::NoStream, vec![event(0)])).await;
+    assert!(
+        !one(&*store, append("s", ExpectedVersion::NoStream, vec![]))
+            .await
+            .is_conflict()
+    );
+    one(
+        &*store,
+        append("s", ExpectedVersion::NoStream, vec![event(0)]),
+    )
+    .await;
     assert_eq!(
         one(&*store, append("s", ExpectedVersion::NoStream, vec![])).await,
-        AppendResult::Conflict { expected: ExpectedVersion::NoStream, actual: Some(0) }
+        AppendResult::Conflict {
+            expected: ExpectedVersion::NoStream,
+            actual: Some(0)
+        }
     );
     assert_eq!(
         one(&*store, append("s", ExpectedVersion::Exact(0), vec![])).await,
-        AppendResult::Appended { versions: vec![], positions: vec![], stream_version: Some(0) }
+        AppendResult::Appended {
+            versions: vec![],
+            positions: vec![],
+            stream_version: Some(0)
+        }
     );
     assert_eq!(store.head().await.unwrap(), 1);
 }
@@ -151,7 +230,11 @@ async fn the_feed_reads_from_any_position(store: Arc<dyn EventStore>) {
     assert!(store.read_all(0, 10).await.unwrap().is_empty());
     for i in 0..25u64 {
         let stream = format!("s{}", i % 3);
-        one(&*store, append(&stream, ExpectedVersion::Any, vec![event(i)])).await;
+        one(
+            &*store,
+            append(&stream, ExpectedVersion::Any, vec![event(i)]),
+        )
+        .await;
     }
     let all = store.read_all(0, 1000).await.unwrap();
     assert_eq!(all.len(), 25);
@@ -179,7 +262,9 @@ async fn the_feed_reads_from_any_position(store: Arc<dyn EventStore>) {
 
 /// Concurrent writers on the same streams: every append is either stored once, at the
 /// version it expected, or reported as a conflict; a follower sees every event exactly once.
-async fn concurrent_writers_never_overwrite_and_followers_miss_nothing(stores: Vec<Arc<dyn EventStore>>) {
+async fn concurrent_writers_never_overwrite_and_followers_miss_nothing(
+    stores: Vec<Arc<dyn EventStore>>,
+) {
     let reader = stores[0].clone();
     let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writers_done = finished.clone();
@@ -192,7 +277,11 @@ async fn concurrent_writers_never_overwrite_and_followers_miss_nothing(stores: V
                     let stream = format!("hot{}", i % 2);
                     let current = store.read_stream(&stream, 0, 10_000).await.unwrap();
                     let expected = ExpectedVersion::from_version(current.last().map(|e| e.version));
-                    let r = one(&*store, append(&stream, expected, vec![event(w as u64 * 1000 + i)])).await;
+                    let r = one(
+                        &*store,
+                        append(&stream, expected, vec![event(w as u64 * 1000 + i)]),
+                    )
+                    .await;
                     if !r.is_conflict() {
                         appended += 1;
                     }
@@ -213,7 +302,10 @@ async fn concurrent_writers_never_overwrite_and_followers_miss_nothing(stores: V
             }
             if page.is_empty() {
                 tokio::time::sleep(Duration::from_millis(1)).await;
-                if !seen.is_empty() && reader.head().await.unwrap() == after && writers_done.load(std::sync::atomic::Ordering::SeqCst) {
+                if !seen.is_empty()
+                    && reader.head().await.unwrap() == after
+                    && writers_done.load(std::sync::atomic::Ordering::SeqCst)
+                {
                     break;
                 }
             }
@@ -228,9 +320,19 @@ async fn concurrent_writers_never_overwrite_and_followers_miss_nothing(stores: V
     let seen = follower.await.unwrap();
     let all = stores[0].read_all(0, 10_000).await.unwrap();
     assert_eq!(all.len() as u64, total);
-    assert_eq!(seen, all.iter().map(|e| e.position).collect::<Vec<_>>(), "the follower saw each event once, in order");
+    assert_eq!(
+        seen,
+        all.iter().map(|e| e.position).collect::<Vec<_>>(),
+        "the follower saw each event once, in order"
+    );
     for stream in ["hot0", "hot1"] {
-        let versions: Vec<u64> = stores[0].read_stream(stream, 0, 10_000).await.unwrap().iter().map(|e| e.version).collect();
+        let versions: Vec<u64> = stores[0]
+            .read_stream(stream, 0, 10_000)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.version)
+            .collect();
         assert_eq!(versions, (0..versions.len() as u64).collect::<Vec<_>>());
     }
     let ids: HashSet<Uuid> = all.iter().map(|e| e.event.event_id).collect();
@@ -277,7 +379,9 @@ async fn sqlite_concurrent_writers() {
 
 #[tokio::test]
 async fn postgres_concurrent_writers_on_two_pools() {
-    let Some(url) = testing::postgres_url() else { return };
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
     let schema = testing::postgres_schema(&url).await;
     let a = testing::postgres_store_in(&url, &schema).await;
     let b = testing::postgres_store_in(&url, &schema).await;

@@ -147,9 +147,9 @@ pub enum StoreError {
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
         match e {
-            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) | sqlx::Error::ColumnNotFound(_) => {
-                StoreError::Corrupt(e.to_string())
-            }
+            sqlx::Error::ColumnDecode { .. }
+            | sqlx::Error::Decode(_)
+            | sqlx::Error::ColumnNotFound(_) => StoreError::Corrupt(e.to_string()),
             other => StoreError::Unavailable(other.to_string()),
         }
     }
@@ -187,7 +187,11 @@ pub trait EventStore: Send + Sync + 'static {
 
     /// Events of all streams after `after`, in commit order, at most `max_count`. A reader that
     /// continues from the last position it saw never misses an event.
-    async fn read_all(&self, after: Position, max_count: usize) -> Result<Vec<RecordedEvent>, StoreError>;
+    async fn read_all(
+        &self,
+        after: Position,
+        max_count: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError>;
 
     /// The position of the last event stored, 0 when empty.
     async fn head(&self) -> Result<Position, StoreError>;
@@ -218,7 +222,11 @@ pub(crate) fn timestamp_from_ms(ms: i64) -> Result<Timestamp, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("recorded_at {ms} out of range")))
 }
 
-pub(crate) fn metadata_from(actor: Option<String>, request_id: Option<String>, correlation_id: Option<String>) -> Metadata {
+pub(crate) fn metadata_from(
+    actor: Option<String>,
+    request_id: Option<String>,
+    correlation_id: Option<String>,
+) -> Metadata {
     Metadata {
         actor: metadata_field(actor),
         request_id: metadata_field(request_id),

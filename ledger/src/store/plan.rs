@@ -73,8 +73,11 @@ pub fn plan<'a>(
     let mut broken: HashSet<&str> = HashSet::new();
     for append in batch {
         let actual: StreamVersion = versions.get(&append.stream).copied();
-        let already: Vec<Option<&StoredAt>> =
-            append.events.iter().map(|e| stored.get(&e.event_id)).collect();
+        let already: Vec<Option<&StoredAt>> = append
+            .events
+            .iter()
+            .map(|e| stored.get(&e.event_id))
+            .collect();
         if !append.events.is_empty() && already.iter().all(Option::is_some) {
             let places: Vec<&StoredAt> = already.into_iter().flatten().collect();
             if places.iter().any(|p| p.stream != append.stream) {

@@ -19,8 +19,8 @@ use uuid::Uuid;
 
 use super::plan::{self, StoredAt};
 use super::{
-    metadata_from, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore, Position,
-    RecordedEvent, StoreError, StreamAppend,
+    metadata_from, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore,
+    Position, RecordedEvent, StoreError, StreamAppend,
 };
 
 /// The advisory lock key that serialises appends ("quota" in ASCII).
@@ -73,7 +73,6 @@ impl PostgresStore {
         store.listen_for_other_nodes();
         Ok(store)
     }
-
 
     /// Other nodes' appends arrive as NOTIFY, so local followers wake for them too. A lost
     /// listener only delays followers until their periodic re-check.
@@ -186,7 +185,10 @@ impl EventStore for PostgresStore {
         .fetch_all(&mut *tx)
         .await?;
         for row in rows {
-            versions.insert(row.try_get::<String, _>(0)?, to_u64(row.try_get(1)?, "version")?);
+            versions.insert(
+                row.try_get::<String, _>(0)?,
+                to_u64(row.try_get(1)?, "version")?,
+            );
         }
 
         let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(position), 0) FROM events")
@@ -270,7 +272,11 @@ impl EventStore for PostgresStore {
         rows.iter().map(decode_row).collect()
     }
 
-    async fn read_all(&self, after: Position, max_count: usize) -> Result<Vec<RecordedEvent>, StoreError> {
+    async fn read_all(
+        &self,
+        after: Position,
+        max_count: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError> {
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM events WHERE position > $1 ORDER BY position LIMIT $2"
         ))

@@ -7,15 +7,17 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
 use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
 use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::plan::{self, StoredAt};
 use super::{
-    metadata_from, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore, Position,
-    RecordedEvent, StoreError, StreamAppend,
+    metadata_from, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore,
+    Position, RecordedEvent, StoreError, StreamAppend,
 };
 
 /// Rows per multi-row statement: 11 parameters each, well under SQLite's 32,766.
@@ -57,7 +59,6 @@ impl SqliteStore {
         store.head.send_replace(head);
         Ok(store)
     }
-
 }
 
 fn decode_row(row: &SqliteRow) -> Result<RecordedEvent, StoreError> {
@@ -131,7 +132,10 @@ impl EventStore for SqliteStore {
             }
             q.push(") GROUP BY stream");
             for row in q.build().fetch_all(&mut *tx).await? {
-                versions.insert(row.try_get::<String, _>(0)?, to_u64(row.try_get(1)?, "version")?);
+                versions.insert(
+                    row.try_get::<String, _>(0)?,
+                    to_u64(row.try_get(1)?, "version")?,
+                );
             }
         }
 
@@ -186,7 +190,11 @@ impl EventStore for SqliteStore {
         rows.iter().map(decode_row).collect()
     }
 
-    async fn read_all(&self, after: Position, max_count: usize) -> Result<Vec<RecordedEvent>, StoreError> {
+    async fn read_all(
+        &self,
+        after: Position,
+        max_count: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError> {
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?"
         ))
