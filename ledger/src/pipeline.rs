@@ -701,6 +701,13 @@ impl Ledger {
                 AppendResult::Conflict { .. } => {
                     self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(%stream, attempts, "expected-version conflict; deciding again");
+                    if attempts > 1 {
+                        // Another node keeps winning this stream: back off a random, growing
+                        // while so that the nodes stop colliding in lockstep.
+                        let ceiling_us = 100u64 << attempts.min(7);
+                        let pause_us = rand::random::<u64>() % ceiling_us;
+                        tokio::time::sleep(Duration::from_micros(pause_us)).await;
+                    }
                 }
             }
         }
