@@ -1,0 +1,308 @@
+//! `ApiError`: every way a request can fail, and how each one is answered. Internal failures are
+//! logged here with their cause and answered with a generic problem, so no SQL text, panic
+//! message or file path ever reaches a client.
+
+use std::collections::BTreeMap;
+
+use axum::response::{IntoResponse, Response};
+use domain::{Refusal, ResourceName, ResourceStanding};
+use ledger::{LedgerError, StoreError};
+use projections::ProjectionError;
+use serde_json::{json, Map, Value};
+
+use crate::problem::{Problem, ProblemCode};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("no default limit for {}", join(.0))]
+    UnknownResource(Vec<ResourceName>),
+    #[error("over quota for {}", join(.overs))]
+    OverQuota {
+        overs: Vec<ResourceName>,
+        standing: BTreeMap<ResourceName, ResourceStanding>,
+    },
+    #[error("usage of {} would fall below zero", join(.0))]
+    UsageUnderflow(Vec<ResourceName>),
+    #[error("reservation id already used with a different request")]
+    IdempotencyMismatch,
+    #[error("{0}")]
+    NotFound(String),
+    #[error("the reservation expired before it was committed")]
+    ReservationExpired,
+    #[error("the reservation was already released")]
+    ReservationReleased,
+    #[error("limit below current usage for {}", join(.0.keys()))]
+    LimitBelowUsage(BTreeMap<ResourceName, ResourceStanding>),
+    #[error("a valid bearer token is required")]
+    Unauthorized,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    #[error("the request body is larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    #[error("the event store is unavailable; retry later")]
+    StoreUnavailable,
+    #[error("too many concurrent writers on {0}; retry")]
+    Contention(String),
+    #[error("the views reached position {reached}, not {wanted}, in time; retry")]
+    NotCaughtUp { wanted: u64, reached: u64 },
+    #[error("the usage and audit views are not running on this node")]
+    ProjectionsUnavailable,
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// The cause is logged, never sent.
+    #[error("internal error")]
+    Internal(String),
+}
+
+fn join<'a>(names: impl IntoIterator<Item = &'a ResourceName>) -> String {
+    names
+        .into_iter()
+        .map(ResourceName::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn names(resources: &[ResourceName]) -> Value {
+    Value::from(resources.iter().map(|r| r.as_str()).collect::<Vec<_>>())
+}
+
+impl ApiError {
+    pub fn code(&self) -> ProblemCode {
+        match self {
+            ApiError::InvalidRequest(_) => ProblemCode::InvalidRequest,
+            ApiError::UnknownResource(_) => ProblemCode::UnknownResource,
+            ApiError::OverQuota { .. } => ProblemCode::OverQuota,
+            ApiError::UsageUnderflow(_) => ProblemCode::UsageUnderflow,
+            ApiError::IdempotencyMismatch => ProblemCode::IdempotencyMismatch,
+            ApiError::NotFound(_) => ProblemCode::NotFound,
+            ApiError::ReservationExpired => ProblemCode::ReservationExpired,
+            ApiError::ReservationReleased => ProblemCode::ReservationReleased,
+            ApiError::LimitBelowUsage(_) => ProblemCode::LimitBelowUsage,
+            ApiError::Unauthorized => ProblemCode::Unauthorized,
+            ApiError::Forbidden(_) => ProblemCode::Forbidden,
+            ApiError::MethodNotAllowed(_) => ProblemCode::MethodNotAllowed,
+            ApiError::PayloadTooLarge(_) => ProblemCode::PayloadTooLarge,
+            ApiError::StoreUnavailable => ProblemCode::StoreUnavailable,
+            ApiError::Contention(_) => ProblemCode::Contention,
+            ApiError::NotCaughtUp { .. } => ProblemCode::NotCaughtUp,
+            ApiError::ProjectionsUnavailable => ProblemCode::ProjectionsUnavailable,
+            ApiError::ShuttingDown => ProblemCode::ShuttingDown,
+            ApiError::Internal(_) => ProblemCode::Internal,
+        }
+    }
+
+    pub fn to_problem(&self) -> Problem {
+        let code = self.code();
+        let detail = match self {
+            ApiError::Internal(_) => {
+                "an unexpected error occurred; the server log has the details under this request's x-request-id"
+                    .to_owned()
+            }
+            other => other.to_string(),
+        };
+        let problem = Problem::new(code, detail);
+        match self {
+            ApiError::OverQuota { overs, standing } => {
+                let mut limits = Map::new();
+                let mut usage = Map::new();
+                let mut headroom = Map::new();
+                for (resource, s) in standing {
+                    limits.insert(resource.to_string(), json!(s.limit.value()));
+                    usage.insert(
+                        resource.to_string(),
+                        json!({"in_use": s.in_use, "reserved": s.reserved}),
+                    );
+                    if let Some(room) = s.headroom() {
+                        headroom.insert(resource.to_string(), json!(room));
+                    }
+                }
+                problem
+                    .with("overs", names(overs))
+                    .with("limits", Value::Object(limits))
+                    .with("usage", Value::Object(usage))
+                    .with("headroom", Value::Object(headroom))
+            }
+            ApiError::LimitBelowUsage(below) => {
+                let resources: Map<String, Value> = below
+                    .iter()
+                    .map(|(r, s)| {
+                        (
+                            r.to_string(),
+                            json!({"limit": s.limit.value(), "in_use": s.in_use, "reserved": s.reserved}),
+                        )
+                    })
+                    .collect();
+                problem.with("resources", Value::Object(resources))
+            }
+            ApiError::UnknownResource(resources) | ApiError::UsageUnderflow(resources) => {
+                problem.with("resources", names(resources))
+            }
+            ApiError::Contention(_) | ApiError::StoreUnavailable | ApiError::ShuttingDown => {
+                problem.retry_after(1)
+            }
+            ApiError::NotCaughtUp { wanted, reached } => problem
+                .with("min_position", json!(wanted))
+                .with("position", json!(reached))
+                .retry_after(1),
+            _ => problem,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let ApiError::Internal(cause) = &self {
+            // The request span carries the request id, so the log line can be found from it.
+            tracing::error!(%cause, "request failed");
+        }
+        self.to_problem().into_response()
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::Invalid(invalid) => ApiError::InvalidRequest(invalid.to_string()),
+            Refusal::UnknownResource(resources) => ApiError::UnknownResource(resources),
+            Refusal::OverQuota { overs, standing } => ApiError::OverQuota { overs, standing },
+            Refusal::UsageUnderflow(resources) => ApiError::UsageUnderflow(resources),
+            Refusal::IdempotencyMismatch => ApiError::IdempotencyMismatch,
+            Refusal::NotFound => ApiError::NotFound("no such reservation".into()),
+            Refusal::ReservationExpired => ApiError::ReservationExpired,
+            Refusal::ReservationReleased => ApiError::ReservationReleased,
+            Refusal::LimitBelowUsage(below) => ApiError::LimitBelowUsage(below),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Unavailable(cause) => {
+                tracing::warn!(%cause, "event store unavailable");
+                ApiError::StoreUnavailable
+            }
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<LedgerError> for ApiError {
+    fn from(error: LedgerError) -> Self {
+        match error {
+            LedgerError::Refused(refusal) => refusal.into(),
+            LedgerError::Contention { stream, attempts } => {
+                tracing::warn!(%stream, attempts, "gave up after conflicting appends");
+                ApiError::Contention(stream)
+            }
+            LedgerError::Store(store) => store.into(),
+            LedgerError::ShuttingDown => ApiError::ShuttingDown,
+            undecodable @ LedgerError::Undecodable { .. } => {
+                ApiError::Internal(undecodable.to_string())
+            }
+        }
+    }
+}
+
+impl From<ProjectionError> for ApiError {
+    fn from(error: ProjectionError) -> Self {
+        match error {
+            ProjectionError::Store(store) => store.into(),
+            ProjectionError::UnknownProjection(name) => {
+                ApiError::NotFound(format!("no projection named {:?}", truncate(&name)))
+            }
+            ProjectionError::InvalidCursor => ApiError::InvalidRequest("invalid cursor".into()),
+            ProjectionError::Timeout {
+                wanted, reached, ..
+            } => ApiError::NotCaughtUp { wanted, reached },
+            undecodable @ ProjectionError::Undecodable { .. } => {
+                ApiError::Internal(undecodable.to_string())
+            }
+        }
+    }
+}
+
+/// Echoes of client input stay short.
+pub fn truncate(s: &str) -> String {
+    s.chars().take(64).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use domain::Limit;
+
+    fn r(s: &str) -> ResourceName {
+        ResourceName::parse(s).expect("valid name")
+    }
+
+    #[test]
+    fn over_quota_names_overs_limits_usage_and_headroom() {
+        let standing = BTreeMap::from([
+            (
+                r("cores"),
+                ResourceStanding {
+                    limit: Limit::UNLIMITED,
+                    in_use: 4,
+                    reserved: 2,
+                },
+            ),
+            (
+                r("instances"),
+                ResourceStanding {
+                    limit: Limit::new(10).expect("limit"),
+                    in_use: 7,
+                    reserved: 3,
+                },
+            ),
+        ]);
+        let body = ApiError::OverQuota {
+            overs: vec![r("instances")],
+            standing,
+        }
+        .to_problem()
+        .body();
+        assert_eq!(body["type"], "https://quota-ledger.dev/problems/over-quota");
+        assert_eq!(body["status"], 403);
+        assert_eq!(body["overs"], json!(["instances"]));
+        assert_eq!(body["limits"], json!({"cores": -1, "instances": 10}));
+        assert_eq!(
+            body["usage"]["instances"],
+            json!({"in_use": 7, "reserved": 3})
+        );
+        assert_eq!(body["headroom"], json!({"instances": 0}));
+    }
+
+    #[test]
+    fn internal_errors_do_not_leak_their_cause() {
+        let error: ApiError =
+            LedgerError::Store(StoreError::Corrupt("SELECT * FROM events".into())).into();
+        let body = error.to_problem().body();
+        assert_eq!(body["status"], 500);
+        assert!(!body.to_string().contains("SELECT"));
+    }
+
+    #[test]
+    fn every_refusal_has_its_status() {
+        let cases: [(Refusal, u16, &str); 5] = [
+            (Refusal::NotFound, 404, "not-found"),
+            (Refusal::IdempotencyMismatch, 409, "idempotency-mismatch"),
+            (Refusal::ReservationExpired, 409, "reservation-expired"),
+            (Refusal::ReservationReleased, 409, "reservation-released"),
+            (
+                Refusal::UsageUnderflow(vec![r("ram")]),
+                409,
+                "usage-underflow",
+            ),
+        ];
+        for (refusal, status, code) in cases {
+            let problem = ApiError::from(refusal).to_problem();
+            assert_eq!(problem.code.status().as_u16(), status);
+            assert_eq!(problem.code.as_str(), code);
+        }
+    }
+}

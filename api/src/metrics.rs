@@ -1,0 +1,88 @@
+//! Prometheus metrics. Request and decision counters are recorded as they happen; the ledger's
+//! counters and the projections' lag are read when `/metrics` is scraped.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request};
+use axum::middleware::Next;
+use axum::response::Response;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::server::AppState;
+
+const LATENCY_BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// Installs the process-wide recorder. Only the first call installs; later calls (tests that
+/// build several routers in one process) get a handle that renders nothing.
+pub fn install() -> PrometheusHandle {
+    let builder = PrometheusBuilder::new()
+        .set_buckets(&LATENCY_BUCKETS)
+        .unwrap_or_else(|_| PrometheusBuilder::new());
+    let recorder = builder.build_recorder();
+    let handle = recorder.handle();
+    if metrics::set_global_recorder(recorder).is_err() {
+        tracing::debug!("a metrics recorder is already installed");
+    }
+    handle
+}
+
+/// Middleware: counts every request by method, route template and status, and times it.
+pub async fn track_requests(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().as_str().to_owned();
+    // The route template, never the raw path: project names would explode the label set.
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("quota_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status)
+        .increment(1);
+    metrics::histogram!("quota_http_request_duration_seconds", "method" => method, "route" => route)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// The exposition text, with the ledger's and projections' numbers brought up to date.
+pub async fn render(state: &AppState) -> String {
+    let stats = state.ledger.stats();
+    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+    metrics::counter!("quota_ledger_decisions_total").absolute(load(&stats.decisions));
+    metrics::counter!("quota_ledger_conflicts_total").absolute(load(&stats.conflicts));
+    metrics::counter!("quota_ledger_append_batches_total").absolute(load(&stats.batches));
+    metrics::counter!("quota_ledger_append_batch_appends_total")
+        .absolute(load(&stats.batch_appends));
+    metrics::counter!("quota_ledger_append_batch_events_total").absolute(load(&stats.batch_events));
+    metrics::gauge!("quota_ledger_append_seconds_total")
+        .set(load(&stats.batch_micros) as f64 / 1e6);
+    let batches = load(&stats.batches).max(1) as f64;
+    metrics::gauge!("quota_ledger_append_batch_size_mean")
+        .set(load(&stats.batch_appends) as f64 / batches);
+    metrics::gauge!("quota_ledger_append_latency_mean_seconds")
+        .set(load(&stats.batch_micros) as f64 / 1e6 / batches);
+    metrics::gauge!("quota_ledger_cached_projects").set(state.ledger.cached_projects() as f64);
+
+    if let Some(projections) = state.projections.clone() {
+        // A failing status read must not fail the scrape; the lag just goes stale.
+        match tokio::spawn(async move { projections.status().await }).await {
+            Ok(Ok(views)) => {
+                for view in views {
+                    metrics::gauge!("quota_projection_lag", "projection" => view.name.clone())
+                        .set(view.lag as f64);
+                    metrics::gauge!("quota_projection_position", "projection" => view.name.clone())
+                        .set(view.position as f64);
+                    metrics::gauge!("quota_projection_head", "projection" => view.name)
+                        .set(view.head as f64);
+                }
+            }
+            Ok(Err(error)) => tracing::warn!(%error, "projection status unavailable for metrics"),
+            Err(_) => tracing::warn!("projection status failed for metrics"),
+        }
+    }
+    state.metrics.render()
+}

@@ -1,0 +1,69 @@
+//! The OpenAPI 3 document, generated from the handlers' `#[utoipa::path]` attributes and the
+//! bodies' `ToSchema` derives, so it cannot drift from the code. Served at `/openapi.json`.
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::problem::{ProblemCode, ProblemDocument};
+use crate::routes::{admin, audit, defaults, limits, reservations, service, usage};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "quota-ledger",
+        description = "An event-sourced quota service: reserve, commit and release against limits, \
+            with every decision in an append-only ledger. Errors are RFC 9457 problem+json; the \
+            `type` ends in one of the codes of the `ProblemCode` schema."
+    ),
+    paths(
+        defaults::put_defaults,
+        defaults::get_defaults,
+        limits::put_limits,
+        limits::get_limits,
+        limits::delete_limits,
+        reservations::reserve,
+        reservations::get_reservation,
+        reservations::commit,
+        reservations::release,
+        usage::get_usage,
+        audit::get_audit,
+        admin::list_projections,
+        admin::rebuild_projection,
+        service::healthz,
+        service::metrics,
+        service::openapi,
+    ),
+    components(schemas(ProblemDocument, ProblemCode)),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "limits", description = "Default and per-project limits"),
+        (name = "reservations", description = "Reserve, commit, release"),
+        (name = "usage", description = "Usage and audit views"),
+        (name = "admin", description = "Projection maintenance"),
+        (name = "service", description = "Health, metrics, this document"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A token from the server's tokens file; roles admin, auditor, project:{id}",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+pub fn document() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}

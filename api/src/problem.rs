@@ -1,0 +1,247 @@
+//! RFC 9457 problem details: the one shape every error of the API takes.
+//!
+//! `type` is `https://quota-ledger.dev/problems/{code}`, so clients can match on the last path
+//! segment; `title` is fixed per code, `detail` explains this occurrence.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+pub const PROBLEM_TYPE_BASE: &str = "https://quota-ledger.dev/problems/";
+
+/// Every problem type the API answers with: the last segment of `type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ToSchema, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProblemCode {
+    /// 400: the request breaks a rule (bad JSON, unknown field, bad id, value out of range).
+    InvalidRequest,
+    /// 400: a resource without a default limit (a typo never becomes unlimited).
+    UnknownResource,
+    /// 401: no token, or a token the server does not know.
+    Unauthorized,
+    /// 403: the token's role does not allow this request.
+    Forbidden,
+    /// 403: the reserve would exceed a limit; nothing was reserved.
+    OverQuota,
+    /// 404: no such reservation, projection or route.
+    NotFound,
+    /// 405: the route exists but not with this method.
+    MethodNotAllowed,
+    /// 409: negative deltas would take in_use below zero.
+    UsageUnderflow,
+    /// 409: the reservation id was used before with a different body.
+    IdempotencyMismatch,
+    /// 409: the reservation expired before it was committed.
+    ReservationExpired,
+    /// 409: the reservation was released before this commit.
+    ReservationReleased,
+    /// 409: the new limit is below in_use + reserved; repeat with `force: true` to insist.
+    LimitBelowUsage,
+    /// 413: the body is larger than the server accepts (64 KiB).
+    PayloadTooLarge,
+    /// 500: an unexpected failure; details are only in the server log, under the request id.
+    Internal,
+    /// 503: the event store cannot be reached; retry later.
+    StoreUnavailable,
+    /// 503: too many concurrent writers on one stream across nodes; retry (see Retry-After).
+    Contention,
+    /// 503: the views did not reach `min_position` in time; retry (see Retry-After).
+    NotCaughtUp,
+    /// 503: the usage and audit views are not running on this node.
+    ProjectionsUnavailable,
+    /// 503: the server is shutting down.
+    ShuttingDown,
+}
+
+impl ProblemCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProblemCode::InvalidRequest => "invalid-request",
+            ProblemCode::UnknownResource => "unknown-resource",
+            ProblemCode::Unauthorized => "unauthorized",
+            ProblemCode::Forbidden => "forbidden",
+            ProblemCode::OverQuota => "over-quota",
+            ProblemCode::NotFound => "not-found",
+            ProblemCode::MethodNotAllowed => "method-not-allowed",
+            ProblemCode::UsageUnderflow => "usage-underflow",
+            ProblemCode::IdempotencyMismatch => "idempotency-mismatch",
+            ProblemCode::ReservationExpired => "reservation-expired",
+            ProblemCode::ReservationReleased => "reservation-released",
+            ProblemCode::LimitBelowUsage => "limit-below-usage",
+            ProblemCode::PayloadTooLarge => "payload-too-large",
+            ProblemCode::Internal => "internal",
+            ProblemCode::StoreUnavailable => "store-unavailable",
+            ProblemCode::Contention => "contention",
+            ProblemCode::NotCaughtUp => "not-caught-up",
+            ProblemCode::ProjectionsUnavailable => "projections-unavailable",
+            ProblemCode::ShuttingDown => "shutting-down",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            ProblemCode::InvalidRequest | ProblemCode::UnknownResource => StatusCode::BAD_REQUEST,
+            ProblemCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ProblemCode::Forbidden | ProblemCode::OverQuota => StatusCode::FORBIDDEN,
+            ProblemCode::NotFound => StatusCode::NOT_FOUND,
+            ProblemCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ProblemCode::UsageUnderflow
+            | ProblemCode::IdempotencyMismatch
+            | ProblemCode::ReservationExpired
+            | ProblemCode::ReservationReleased
+            | ProblemCode::LimitBelowUsage => StatusCode::CONFLICT,
+            ProblemCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ProblemCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            ProblemCode::StoreUnavailable
+            | ProblemCode::Contention
+            | ProblemCode::NotCaughtUp
+            | ProblemCode::ProjectionsUnavailable
+            | ProblemCode::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            ProblemCode::InvalidRequest => "Invalid request",
+            ProblemCode::UnknownResource => "Unknown resource",
+            ProblemCode::Unauthorized => "Unauthorized",
+            ProblemCode::Forbidden => "Forbidden",
+            ProblemCode::OverQuota => "Over quota",
+            ProblemCode::NotFound => "Not found",
+            ProblemCode::MethodNotAllowed => "Method not allowed",
+            ProblemCode::UsageUnderflow => "Usage underflow",
+            ProblemCode::IdempotencyMismatch => "Idempotency mismatch",
+            ProblemCode::ReservationExpired => "Reservation expired",
+            ProblemCode::ReservationReleased => "Reservation released",
+            ProblemCode::LimitBelowUsage => "Limit below usage",
+            ProblemCode::PayloadTooLarge => "Payload too large",
+            ProblemCode::Internal => "Internal error",
+            ProblemCode::StoreUnavailable => "Store unavailable",
+            ProblemCode::Contention => "Contention",
+            ProblemCode::NotCaughtUp => "Views not caught up",
+            ProblemCode::ProjectionsUnavailable => "Projections unavailable",
+            ProblemCode::ShuttingDown => "Shutting down",
+        }
+    }
+
+    pub fn type_uri(self) -> String {
+        format!("{PROBLEM_TYPE_BASE}{}", self.as_str())
+    }
+
+    pub const ALL: [ProblemCode; 19] = [
+        ProblemCode::InvalidRequest,
+        ProblemCode::UnknownResource,
+        ProblemCode::Unauthorized,
+        ProblemCode::Forbidden,
+        ProblemCode::OverQuota,
+        ProblemCode::NotFound,
+        ProblemCode::MethodNotAllowed,
+        ProblemCode::UsageUnderflow,
+        ProblemCode::IdempotencyMismatch,
+        ProblemCode::ReservationExpired,
+        ProblemCode::ReservationReleased,
+        ProblemCode::LimitBelowUsage,
+        ProblemCode::PayloadTooLarge,
+        ProblemCode::Internal,
+        ProblemCode::StoreUnavailable,
+        ProblemCode::Contention,
+        ProblemCode::NotCaughtUp,
+        ProblemCode::ProjectionsUnavailable,
+        ProblemCode::ShuttingDown,
+    ];
+}
+
+/// A problem as sent on the wire. The extra members depend on the type: `over-quota` carries
+/// `overs`, `limits`, `usage` and `headroom`; `limit-below-usage` carries `resources`;
+/// `unknown-resource` and `usage-underflow` carry `resources` (a list of names).
+#[derive(Clone, Debug, ToSchema)]
+pub struct ProblemDocument {
+    /// `https://quota-ledger.dev/problems/{code}`; the code is one of [`ProblemCode`].
+    #[schema(example = "https://quota-ledger.dev/problems/over-quota")]
+    pub r#type: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// over-quota: every resource that is over, sorted.
+    pub overs: Option<Vec<String>>,
+    /// over-quota: the limit of every resource of the request.
+    #[schema(value_type = Option<Object>)]
+    pub limits: Option<Value>,
+    /// over-quota: `{resource: {in_use, reserved}}` for every resource of the request.
+    #[schema(value_type = Option<Object>)]
+    pub usage: Option<Value>,
+    /// over-quota: `limit - in_use - reserved` per limited resource (absent when unlimited).
+    #[schema(value_type = Option<Object>)]
+    pub headroom: Option<Value>,
+    /// limit-below-usage: `{resource: {limit, in_use, reserved}}`; unknown-resource and
+    /// usage-underflow: the names.
+    #[schema(value_type = Option<Object>)]
+    pub resources: Option<Value>,
+}
+
+/// A problem ready to send.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    pub code: ProblemCode,
+    pub detail: String,
+    pub extensions: Map<String, Value>,
+    /// Seconds, for the `Retry-After` header of 503s.
+    pub retry_after: Option<u32>,
+}
+
+impl Problem {
+    pub fn new(code: ProblemCode, detail: impl Into<String>) -> Self {
+        Problem {
+            code,
+            detail: detail.into(),
+            extensions: Map::new(),
+            retry_after: None,
+        }
+    }
+
+    pub fn with(mut self, name: &str, value: Value) -> Self {
+        self.extensions.insert(name.to_owned(), value);
+        self
+    }
+
+    pub fn retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
+    pub fn body(&self) -> Value {
+        let mut body = Map::new();
+        body.insert("type".into(), Value::from(self.code.type_uri()));
+        body.insert("title".into(), Value::from(self.code.title()));
+        body.insert("status".into(), Value::from(self.code.status().as_u16()));
+        body.insert("detail".into(), Value::from(self.detail.clone()));
+        for (name, value) in &self.extensions {
+            body.insert(name.clone(), value.clone());
+        }
+        Value::Object(body)
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let body = self.body().to_string();
+        let mut response = (self.code.status(), body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
+        );
+        if let Some(seconds) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.code == ProblemCode::Unauthorized {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"quota\""),
+            );
+        }
+        response
+    }
+}

@@ -1,0 +1,183 @@
+//! `GET /v1/projects/{p}/audit`: the project's history, filtered and paged.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::Json;
+use domain::{ReservationId, EVENT_TYPES};
+use projections::{AuditEntry, AuditQuery, MAX_AUDIT_PAGE};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::rfc3339;
+use super::usage::{catch_up, running};
+use crate::error::{truncate, ApiError};
+use crate::extract::{parse_time, ApiQuery, ProjectPath};
+use crate::problem::ProblemDocument;
+use crate::server::AppState;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct AuditParams {
+    /// RFC 3339: entries recorded at or after this time.
+    pub since: Option<String>,
+    /// RFC 3339: entries recorded before this time.
+    pub until: Option<String>,
+    /// An event type, e.g. `ReservationDenied`.
+    #[serde(rename = "type")]
+    #[param(rename = "type")]
+    pub event_type: Option<String>,
+    /// A reservation id.
+    pub reservation: Option<String>,
+    /// The actor recorded with the event.
+    pub actor: Option<String>,
+    /// Page size, 1 to 1000 (default 100).
+    pub limit: Option<u64>,
+    /// The `next` of the previous page.
+    pub cursor: Option<String>,
+    /// Wait (up to 5 s) until the views reflect this global position.
+    pub min_position: Option<u64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UsageAfterBody {
+    pub in_use: i64,
+    pub reserved: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditEntryBody {
+    pub position: u64,
+    /// The event's version in the project's stream.
+    pub version: u64,
+    /// RFC 3339 UTC.
+    pub at: String,
+    #[serde(rename = "type")]
+    #[schema(rename = "type", example = "ReservationRequested")]
+    pub event_type: String,
+    pub reservation_id: Option<Uuid>,
+    pub deltas: Option<BTreeMap<String, i64>>,
+    pub actor: Option<String>,
+    pub request_id: Option<String>,
+    /// Releases: rolled_back, expired or freed; corrections: the operator's reason.
+    pub reason: Option<String>,
+    /// Usage the event left behind (for denials: the usage it was judged on).
+    pub usage_after: BTreeMap<String, UsageAfterBody>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditResponse {
+    pub entries: Vec<AuditEntryBody>,
+    /// Cursor of the next page; null on the last one.
+    pub next: Option<String>,
+}
+
+impl From<AuditEntry> for AuditEntryBody {
+    fn from(entry: AuditEntry) -> Self {
+        AuditEntryBody {
+            position: entry.position,
+            version: entry.version,
+            at: rfc3339(entry.at),
+            event_type: entry.event_type,
+            reservation_id: entry.reservation_id.map(|id| id.0),
+            deltas: entry
+                .deltas
+                .map(|d| d.iter().map(|(r, n)| (r.to_string(), n)).collect()),
+            actor: entry.actor,
+            request_id: entry.request_id,
+            reason: entry.reason,
+            usage_after: entry
+                .usage_after
+                .into_iter()
+                .map(|(r, u)| {
+                    (
+                        r.to_string(),
+                        UsageAfterBody {
+                            in_use: u.in_use,
+                            reserved: u.reserved,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+fn audit_query(params: AuditParams) -> Result<AuditQuery, ApiError> {
+    let since = params
+        .since
+        .as_deref()
+        .map(|s| parse_time("since", s))
+        .transpose()?;
+    let until = params
+        .until
+        .as_deref()
+        .map(|s| parse_time("until", s))
+        .transpose()?;
+    if let Some(event_type) = &params.event_type {
+        if !EVENT_TYPES.contains(&event_type.as_str()) {
+            return Err(ApiError::InvalidRequest(format!(
+                "unknown event type {:?}; known are {}",
+                truncate(event_type),
+                EVENT_TYPES.join(", ")
+            )));
+        }
+    }
+    let reservation = params
+        .reservation
+        .as_deref()
+        .map(ReservationId::parse)
+        .transpose()
+        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    let limit = params
+        .limit
+        .map(|n| {
+            usize::try_from(n)
+                .ok()
+                .filter(|n| (1..=MAX_AUDIT_PAGE).contains(n))
+                .ok_or_else(|| {
+                    ApiError::InvalidRequest(format!(
+                        "limit {n} is out of range: 1 to {MAX_AUDIT_PAGE}"
+                    ))
+                })
+        })
+        .transpose()?;
+    Ok(AuditQuery {
+        since,
+        until,
+        event_type: params.event_type,
+        reservation,
+        actor: params.actor,
+        limit,
+        cursor: params.cursor,
+    })
+}
+
+/// A project's audit trail: every event with who, why and the usage it left.
+#[utoipa::path(get, path = "/v1/projects/{p}/audit", tag = "usage",
+    params(("p" = String, Path, description = "Project id"), AuditParams),
+    responses(
+        (status = 200, description = "One page of entries, oldest first", body = AuditResponse),
+        (status = 400, description = "invalid-request (bad id, time, type, limit or cursor)", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 403, description = "forbidden", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "not-caught-up, projections-unavailable", body = ProblemDocument, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn get_audit(
+    State(state): State<AppState>,
+    ProjectPath(project): ProjectPath,
+    ApiQuery(params): ApiQuery<AuditParams>,
+) -> Result<Json<AuditResponse>, ApiError> {
+    let min_position = params.min_position;
+    let query = audit_query(params)?;
+    let projections = running(&state)?;
+    catch_up(projections, min_position).await?;
+    let page = projections.audit(&project, &query).await?;
+    Ok(Json(AuditResponse {
+        entries: page.entries.into_iter().map(Into::into).collect(),
+        next: page.next,
+    }))
+}

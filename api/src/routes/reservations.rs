@@ -1,0 +1,208 @@
+//! `/v1/projects/{p}/reservations`: reserve, read, commit and release.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use domain::{
+    Deltas, InvalidInput, ReservationId, ReservationStatus, DEFAULT_EXPIRES_IN_S, MAX_EXPIRES_IN_S,
+    MIN_EXPIRES_IN_S,
+};
+use ledger::ReservationView;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::rfc3339;
+use crate::error::ApiError;
+use crate::extract::{JsonBody, OptionalJsonBody, ProjectPath, RequestContext, ReservationPath};
+use crate::problem::ProblemDocument;
+use crate::server::AppState;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReserveRequest {
+    /// `{resource: amount}`, 1 to 64 resources; negative amounts shrink usage at commit.
+    #[schema(value_type = BTreeMap<String, i64>, example = json!({"instances": 1, "cores": 2, "ram": 4096}))]
+    pub deltas: Deltas,
+    /// Seconds until an uncommitted hold expires: 1 to 2592000, default 86400.
+    #[schema(minimum = 1, maximum = 2592000, default = 86400)]
+    pub expires_in: Option<i64>,
+    /// A client-chosen id makes the reserve idempotent.
+    pub reservation_id: Option<Uuid>,
+    /// Who asked, for the audit (defaults to the token's role).
+    pub actor: Option<String>,
+    /// The client's request id, for the audit (defaults to the HTTP x-request-id).
+    pub request_id: Option<String>,
+}
+
+/// Optional body of commit and release.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TransitionRequest {
+    pub actor: Option<String>,
+    pub request_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ReservationResponse {
+    pub reservation_id: Uuid,
+    pub project: String,
+    pub deltas: BTreeMap<String, i64>,
+    /// `held`, `committed` or `released`.
+    #[schema(example = "held")]
+    pub status: String,
+    /// RFC 3339 UTC.
+    pub expires_at: String,
+    pub created_at: String,
+    /// For released reservations: `rolled_back`, `expired` or `freed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Global position of the event that gave the reservation this status.
+    pub position: u64,
+}
+
+impl From<ReservationView> for ReservationResponse {
+    fn from(view: ReservationView) -> Self {
+        ReservationResponse {
+            reservation_id: view.reservation_id.0,
+            project: view.project.to_string(),
+            deltas: view
+                .deltas
+                .iter()
+                .map(|(r, d)| (r.to_string(), d))
+                .collect(),
+            status: view.status.as_str().to_owned(),
+            expires_at: rfc3339(view.expires_at),
+            created_at: rfc3339(view.created_at),
+            reason: match view.status {
+                ReservationStatus::Released(reason) => Some(reason.as_str().to_owned()),
+                _ => None,
+            },
+            position: view.position,
+        }
+    }
+}
+
+fn expires_in_seconds(requested: Option<i64>) -> Result<u32, ApiError> {
+    let seconds = requested.unwrap_or(i64::from(DEFAULT_EXPIRES_IN_S));
+    u32::try_from(seconds)
+        .ok()
+        .filter(|s| (MIN_EXPIRES_IN_S..=MAX_EXPIRES_IN_S).contains(s))
+        .ok_or_else(|| ApiError::InvalidRequest(InvalidInput::ExpiresIn(seconds).to_string()))
+}
+
+/// Reserve deltas for a project, all or nothing.
+#[utoipa::path(post, path = "/v1/projects/{p}/reservations", tag = "reservations",
+    params(("p" = String, Path, description = "Project id")),
+    request_body = ReserveRequest,
+    responses(
+        (status = 201, description = "Granted: the held reservation (or the original, for a repeated reservation_id)", body = ReservationResponse),
+        (status = 400, description = "invalid-request, unknown-resource", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 403, description = "over-quota (with `overs`, `limits`, `usage`, `headroom`), forbidden", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 409, description = "usage-underflow, idempotency-mismatch", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 413, description = "payload-too-large", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "store-unavailable, contention", body = ProblemDocument, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn reserve(
+    State(state): State<AppState>,
+    ctx: RequestContext,
+    ProjectPath(project): ProjectPath,
+    JsonBody(body): JsonBody<ReserveRequest>,
+) -> Result<(StatusCode, Json<ReservationResponse>), ApiError> {
+    let expires_in = expires_in_seconds(body.expires_in)?;
+    let meta = ctx.metadata(body.actor, body.request_id);
+    let result = state
+        .ledger
+        .reserve(
+            &project,
+            body.reservation_id.map(ReservationId),
+            body.deltas,
+            expires_in,
+            &meta,
+        )
+        .await
+        .map_err(ApiError::from);
+    super::count_decision("reserve", &result);
+    Ok((StatusCode::CREATED, Json(result?.into())))
+}
+
+/// A reservation as it durably stands.
+#[utoipa::path(get, path = "/v1/projects/{p}/reservations/{id}", tag = "reservations",
+    params(("p" = String, Path, description = "Project id"), ("id" = Uuid, Path, description = "Reservation id")),
+    responses(
+        (status = 200, description = "The reservation", body = ReservationResponse),
+        (status = 400, description = "invalid-request (bad id)", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 403, description = "forbidden", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 404, description = "not-found", body = ProblemDocument, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn get_reservation(
+    State(state): State<AppState>,
+    ReservationPath(project, id): ReservationPath,
+) -> Result<Json<ReservationResponse>, ApiError> {
+    Ok(Json(state.ledger.reservation(&project, id).await?.into()))
+}
+
+/// Commit a held reservation: its deltas move into in_use. Idempotent.
+#[utoipa::path(post, path = "/v1/projects/{p}/reservations/{id}/commit", tag = "reservations",
+    params(("p" = String, Path, description = "Project id"), ("id" = Uuid, Path, description = "Reservation id")),
+    request_body(content = Option<TransitionRequest>, description = "Optional: actor and request id for the audit"),
+    responses(
+        (status = 200, description = "The committed reservation", body = ReservationResponse),
+        (status = 400, description = "invalid-request", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 403, description = "forbidden", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 404, description = "not-found", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 409, description = "reservation-expired, reservation-released, usage-underflow", body = ProblemDocument, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn commit(
+    State(state): State<AppState>,
+    ctx: RequestContext,
+    ReservationPath(project, id): ReservationPath,
+    OptionalJsonBody(body): OptionalJsonBody<TransitionRequest>,
+) -> Result<Json<ReservationResponse>, ApiError> {
+    let meta = ctx.metadata(body.actor, body.request_id);
+    let result = state
+        .ledger
+        .commit(&project, id, &meta)
+        .await
+        .map_err(ApiError::from);
+    super::count_decision("commit", &result);
+    Ok(Json(result?.into()))
+}
+
+/// Release a reservation: a held one is rolled back, a committed one frees its usage.
+/// Idempotent.
+#[utoipa::path(post, path = "/v1/projects/{p}/reservations/{id}/release", tag = "reservations",
+    params(("p" = String, Path, description = "Project id"), ("id" = Uuid, Path, description = "Reservation id")),
+    request_body(content = Option<TransitionRequest>, description = "Optional: actor and request id for the audit"),
+    responses(
+        (status = 200, description = "The released reservation", body = ReservationResponse),
+        (status = 400, description = "invalid-request", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 403, description = "forbidden", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 404, description = "not-found", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 409, description = "usage-underflow (freeing would take in_use below zero)", body = ProblemDocument, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn release(
+    State(state): State<AppState>,
+    ctx: RequestContext,
+    ReservationPath(project, id): ReservationPath,
+    OptionalJsonBody(body): OptionalJsonBody<TransitionRequest>,
+) -> Result<Json<ReservationResponse>, ApiError> {
+    let meta = ctx.metadata(body.actor, body.request_id);
+    let result = state
+        .ledger
+        .release(&project, id, &meta)
+        .await
+        .map_err(ApiError::from);
+    super::count_decision("release", &result);
+    Ok(Json(result?.into()))
+}

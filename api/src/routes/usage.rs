@@ -1,0 +1,125 @@
+//! `GET /v1/projects/{p}/usage`: the usage view, now or as it stood at a time.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::Json;
+use projections::{Projections, UsageReport};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::error::ApiError;
+use crate::extract::{parse_time, ApiQuery, ProjectPath};
+use crate::problem::ProblemDocument;
+use crate::server::AppState;
+
+/// How long a read waits for `min_position` before answering 503 `not-caught-up`.
+pub const MIN_POSITION_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct UsageQuery {
+    /// RFC 3339 time: the usage as it stood then (from the project's events).
+    pub at: Option<String>,
+    /// Wait (up to 5 s) until the views reflect this global position, e.g. a write's `position`.
+    pub min_position: Option<u64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ResourceUsageBody {
+    /// The effective limit, -1 for unlimited.
+    pub limit: i64,
+    pub in_use: i64,
+    pub reserved: i64,
+    /// `limit - in_use - reserved`; absent when unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headroom: Option<i64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UsageResponse {
+    pub project: String,
+    pub resources: BTreeMap<String, ResourceUsageBody>,
+    /// The global position the report reflects.
+    pub position: u64,
+}
+
+impl From<UsageReport> for UsageResponse {
+    fn from(report: UsageReport) -> Self {
+        UsageResponse {
+            project: report.project.to_string(),
+            resources: report
+                .resources
+                .into_iter()
+                .map(|(r, u)| {
+                    (
+                        r.to_string(),
+                        ResourceUsageBody {
+                            limit: u.limit.value(),
+                            in_use: u.in_use,
+                            reserved: u.reserved,
+                            headroom: u.headroom,
+                        },
+                    )
+                })
+                .collect(),
+            position: report.position,
+        }
+    }
+}
+
+/// The views, or 503 when they are not running on this node.
+pub fn running(state: &AppState) -> Result<&Arc<Projections>, ApiError> {
+    state
+        .projections
+        .as_ref()
+        .ok_or(ApiError::ProjectionsUnavailable)
+}
+
+/// Waits for `min_position`, if asked, for read-your-writes.
+pub async fn catch_up(
+    projections: &Projections,
+    min_position: Option<u64>,
+) -> Result<(), ApiError> {
+    if let Some(position) = min_position {
+        projections.wait_for(position, MIN_POSITION_WAIT).await?;
+    }
+    Ok(())
+}
+
+/// A project's usage: limit, in_use, reserved and headroom per resource.
+#[utoipa::path(get, path = "/v1/projects/{p}/usage", tag = "usage",
+    params(("p" = String, Path, description = "Project id"), UsageQuery),
+    responses(
+        (status = 200, description = "Usage per resource", body = UsageResponse),
+        (status = 400, description = "invalid-request (bad id, bad time)", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 403, description = "forbidden", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "not-caught-up (min_position not reached in 5 s), projections-unavailable", body = ProblemDocument, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn get_usage(
+    State(state): State<AppState>,
+    ProjectPath(project): ProjectPath,
+    ApiQuery(query): ApiQuery<UsageQuery>,
+) -> Result<Json<UsageResponse>, ApiError> {
+    let at = query
+        .at
+        .as_deref()
+        .map(|raw| parse_time("at", raw))
+        .transpose()?;
+    let projections = running(&state)?;
+    catch_up(projections, query.min_position).await?;
+    let report = match at {
+        Some(at) => projections.usage_at(&project, at).await?,
+        None => {
+            projections
+                .usage(&project, state.ledger.clock().now())
+                .await?
+        }
+    };
+    Ok(Json(report.into()))
+}

@@ -1,0 +1,292 @@
+//! `quota serve`: the router, its state, startup of the ledger, views and sweeper, and graceful
+//! shutdown.
+
+use std::any::Any;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::HeaderName;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use ledger::sweeper::Sweeper;
+use ledger::{Ledger, LedgerConfig, SystemClock};
+use metrics_exporter_prometheus::PrometheusHandle;
+use projections::Projections;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tracing::Instrument;
+
+use crate::auth::{self, Tokens};
+use crate::error::ApiError;
+use crate::extract::MAX_BODY_BYTES;
+use crate::routes::{admin, audit, defaults, limits, reservations, service, usage};
+
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+pub const DEFAULT_STORE: &str = "sqlite://quota.db";
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// How often the defaults are re-read, to see changes made through other nodes.
+const DEFAULTS_REFRESH: Duration = Duration::from_secs(1);
+/// The sweeper looks at least this often.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+/// After a shutdown signal, in-flight requests get this long to finish.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Clone)]
+pub struct AppState {
+    pub ledger: Arc<Ledger>,
+    /// `None` when the views could not be started: writes still work, view reads answer 503.
+    pub projections: Option<Arc<Projections>>,
+    /// `None`: the server runs open (loopback only unless `--insecure-open`).
+    pub tokens: Option<Arc<Tokens>>,
+    pub metrics: PrometheusHandle,
+}
+
+/// The whole HTTP API.
+pub fn router(state: AppState) -> Router {
+    let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
+    Router::new()
+        .route(
+            "/v1/defaults",
+            get(defaults::get_defaults).put(defaults::put_defaults),
+        )
+        .route(
+            "/v1/projects/{p}/limits",
+            get(limits::get_limits)
+                .put(limits::put_limits)
+                .delete(limits::delete_limits),
+        )
+        .route("/v1/projects/{p}/reservations", post(reservations::reserve))
+        .route(
+            "/v1/projects/{p}/reservations/{id}",
+            get(reservations::get_reservation),
+        )
+        .route(
+            "/v1/projects/{p}/reservations/{id}/commit",
+            post(reservations::commit),
+        )
+        .route(
+            "/v1/projects/{p}/reservations/{id}/release",
+            post(reservations::release),
+        )
+        .route("/v1/projects/{p}/usage", get(usage::get_usage))
+        .route("/v1/projects/{p}/audit", get(audit::get_audit))
+        .route("/v1/admin/projections", get(admin::list_projections))
+        .route(
+            "/v1/admin/projections/{name}/rebuild",
+            post(admin::rebuild_projection),
+        )
+        .route("/healthz", get(service::healthz))
+        .route("/metrics", get(service::metrics))
+        .route("/openapi.json", get(service::openapi))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authorize,
+        ))
+        .fallback(service::route_not_found)
+        .method_not_allowed_fallback(service::method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(middleware::from_fn(crate::metrics::track_requests))
+        .layer(middleware::from_fn(log_requests))
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .with_state(state)
+}
+
+fn panic_response(_panic: Box<dyn Any + Send + 'static>) -> Response {
+    // The panic message stays in the log (the panic hook prints it); the client sees a 500.
+    ApiError::Internal("handler panicked".into()).into_response()
+}
+
+/// Middleware: one span per request carrying its id, and one log line per answer. Headers are
+/// not logged, so tokens never reach the log.
+async fn log_requests(request: Request, next: Next) -> Response {
+    let request_id = request
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let span = tracing::info_span!(
+        "request",
+        id = %request_id,
+        method = %request.method(),
+        path = %request.uri().path(),
+    );
+    let started = Instant::now();
+    let response = next.run(request).instrument(span.clone()).await;
+    span.in_scope(|| {
+        tracing::info!(
+            status = response.status().as_u16(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "answered"
+        )
+    });
+    response
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the address is printed on stdout).
+    #[arg(long, default_value = DEFAULT_LISTEN, env = "QUOTA_LISTEN")]
+    pub listen: String,
+    /// Event store: sqlite://PATH (created if missing) or postgres://...
+    #[arg(long, default_value = DEFAULT_STORE, env = "QUOTA_STORE")]
+    pub store: String,
+    /// File of `TOKEN ROLE` lines; without it the server runs open.
+    #[arg(long, env = "QUOTA_TOKENS")]
+    pub tokens: Option<PathBuf>,
+    /// Allow running without tokens on a non-loopback address.
+    #[arg(long)]
+    pub insecure_open: bool,
+}
+
+/// Resolves `listen` and checks that an open server stays on loopback.
+async fn bind(args: &ServeArgs, open: bool) -> Result<tokio::net::TcpListener, String> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&args.listen)
+        .await
+        .map_err(|e| format!("cannot resolve --listen {}: {e}", args.listen))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("--listen {} resolves to no address", args.listen));
+    }
+    if open && !args.insecure_open && addrs.iter().any(|a| !a.ip().is_loopback()) {
+        return Err(format!(
+            "refusing to listen on {} without --tokens: an open server listens on loopback only \
+             (give --tokens FILE, or --insecure-open if you really mean it)",
+            args.listen
+        ));
+    }
+    tokio::net::TcpListener::bind(addrs.as_slice())
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))
+}
+
+/// Starts the views; a failure leaves the server up without them (reads of views answer 503),
+/// because quota decisions must not depend on the read side.
+async fn start_projections(store: Arc<dyn ledger::EventStore>) -> Option<Arc<Projections>> {
+    match tokio::spawn(Projections::start(store)).await {
+        Ok(Ok(projections)) => Some(projections),
+        Ok(Err(error)) => {
+            tracing::error!(%error, "projections failed to start; usage and audit answer 503");
+            None
+        }
+        Err(_) => {
+            tracing::error!("projections panicked at start; usage and audit answer 503");
+            None
+        }
+    }
+}
+
+pub async fn serve(args: ServeArgs) -> Result<(), String> {
+    let tokens = args
+        .tokens
+        .as_deref()
+        .map(Tokens::load)
+        .transpose()?
+        .map(Arc::new);
+    let listener = bind(&args, tokens.is_none()).await?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening address: {e}"))?;
+
+    let store = ledger::store::open(&args.store)
+        .await
+        .map_err(|e| format!("cannot open store: {e}"))?;
+    let ledger = Ledger::start(
+        store.clone(),
+        Arc::new(SystemClock),
+        LedgerConfig::default(),
+    )
+    .await
+    .map_err(|e| format!("cannot start the ledger: {e}"))?;
+    let projections = start_projections(store.clone()).await;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let sweeper =
+        tokio::spawn(Sweeper::new(ledger.clone()).run(SWEEP_INTERVAL, stopped(stop_rx.clone())));
+    let refresher = tokio::spawn(refresh_defaults(ledger.clone(), stopped(stop_rx.clone())));
+
+    let state = AppState {
+        ledger: ledger.clone(),
+        projections,
+        tokens: tokens.clone(),
+        metrics: crate::metrics::install(),
+    };
+    let app = router(state);
+    tracing::info!(
+        %address,
+        store = store.backend(),
+        auth = if tokens.is_some() { "tokens" } else { "open" },
+        "serving"
+    );
+    // Test harnesses and scripts read the actual address (port 0 picks one) from this line.
+    println!("quota listening on http://{address}");
+
+    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal());
+    let result = server.await.map_err(|e| format!("server failed: {e}"));
+    tracing::info!("stopped accepting; in-flight requests are done");
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        let _ = sweeper.await;
+        let _ = refresher.await;
+    })
+    .await;
+    // Every answered request was durable before it was answered; dropping the ledger lets
+    // the appender finish whatever the sweeper queued last.
+    drop(ledger);
+    tracing::info!("shut down");
+    result
+}
+
+async fn refresh_defaults(ledger: Arc<Ledger>, stop: impl std::future::Future<Output = ()>) {
+    tokio::pin!(stop);
+    let mut tick = tokio::time::interval(DEFAULTS_REFRESH);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = tick.tick() => {
+                if let Err(error) = ledger.refresh_defaults().await {
+                    tracing::warn!(%error, "refreshing the defaults failed; will retry");
+                }
+            }
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM, and from then on bounds the drain.
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate => {}
+    }
+    tracing::info!("shutdown signal received; draining");
+    tokio::spawn(async {
+        tokio::time::sleep(DRAIN_TIMEOUT).await;
+        tracing::warn!("in-flight requests did not finish in time; exiting");
+        std::process::exit(1);
+    });
+}
