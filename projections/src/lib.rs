@@ -1,12 +1,38 @@
 //! The read side: usage and audit views built from the ledger's global feed.
 //!
-//! INTERFACE SKELETON: the signatures below are the contract the `api` crate codes against.
-//! The bodies are being written (issue 3); keep the names and types stable.
+//! - [`fold`](crate::fold): the usage state folded in memory from events, and audit rows.
+//! - `tables`: the view tables (migrations `0002_views.sql`), one transaction type for both
+//!   backends; every row carries a *generation*, so a rebuild fills a fresh copy beside the
+//!   live one.
+//! - `checkpoint`: applying a batch to the live views and their checkpoints in one
+//!   transaction; `follower`: doing that whenever the feed moves.
+//! - `usage`, `audit`: the queries; `point_in_time`: usage at a past instant, replayed from the
+//!   streams with the domain's fold.
+//! - `rebuild`: blue/green rebuilds; `verify`: the domain's replay compared with the views.
+//!
+//! Several nodes may run [`Projections::start`] on one PostgreSQL database: view writers
+//! serialise on an advisory lock and move checkpoints only from the position they read, so no
+//! batch is applied twice.
+
+mod audit;
+mod checkpoint;
+mod db;
+mod fold;
+mod follower;
+mod point_in_time;
+mod rebuild;
+mod tables;
+mod usage;
+mod verify;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
+
+pub use audit::{decode_cursor, encode_cursor};
 use domain::{Deltas, Limit, ProjectId, ReservationId, ResourceName, Timestamp};
 use ledger::{EventStore, Position, StoreError};
 
@@ -33,6 +59,18 @@ pub enum ProjectionError {
     },
     #[error("stored event at position {position} is unreadable: {message}")]
     Undecodable { position: Position, message: String },
+    /// The views' database failed; the message is for logs only (it may hold SQL).
+    #[error("the views' database is unavailable")]
+    Database(String),
+    /// The view tables hold something this code cannot read.
+    #[error("the view tables are corrupt: {0}")]
+    CorruptView(String),
+}
+
+impl From<sqlx::Error> for ProjectionError {
+    fn from(error: sqlx::Error) -> Self {
+        ProjectionError::Database(error.to_string())
+    }
 }
 
 /// One resource of a project in the usage view.
@@ -115,66 +153,203 @@ pub struct Difference {
     pub expected: Option<i64>,
 }
 
+/// What the background tasks share with the handle.
+pub(crate) struct Inner {
+    store: Arc<dyn EventStore>,
+    db: db::Db,
+    /// The position this process last saw every view reach (a lower bound of the truth).
+    applied: watch::Sender<Position>,
+    /// Test hook: the next batch fails after writing its rows, before its checkpoint.
+    fail_before_checkpoint: AtomicBool,
+    /// One rebuild at a time in this process.
+    rebuild_lock: tokio::sync::Mutex<()>,
+}
+
 pub struct Projections {
-    _store: Arc<dyn EventStore>,
+    inner: Arc<Inner>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Drop for Projections {
+    fn drop(&mut self) {
+        self.shutdown.send_replace(true);
+    }
+}
+
+fn view_names(name: Option<&str>) -> Result<Vec<&'static str>, ProjectionError> {
+    match name {
+        None => Ok(PROJECTION_NAMES.to_vec()),
+        Some(name) => PROJECTION_NAMES
+            .iter()
+            .find(|n| **n == name)
+            .map(|n| vec![*n])
+            .ok_or_else(|| ProjectionError::UnknownProjection(name.chars().take(64).collect())),
+    }
 }
 
 impl Projections {
     /// Creates the view tables if needed, rebuilds any view whose code version changed, and
     /// starts following the feed in the background.
     pub async fn start(store: Arc<dyn EventStore>) -> Result<Arc<Projections>, ProjectionError> {
-        let _ = store;
-        todo!()
+        let projections = Self::open(store).await?;
+        follower::spawn(projections.inner.clone(), projections.shutdown.subscribe());
+        let inner = projections.inner.clone();
+        // Views built by another version of this code are rebuilt beside the live ones; until
+        // the switch, readers get the old copies, kept current by the follower.
+        tokio::spawn(async move {
+            if let Err(error) = inner.rebuild(&PROJECTION_NAMES, true, &|_, _| {}).await {
+                tracing::error!(%error, "rebuilding outdated views failed");
+            }
+        });
+        Ok(projections)
     }
 
     /// Opens the views without following the feed (for the CLI's rebuild and verify).
     pub async fn open(store: Arc<dyn EventStore>) -> Result<Arc<Projections>, ProjectionError> {
-        let _ = store;
-        todo!()
+        let db = db::Db::of(&*store).await?;
+        let mut tx = db.begin_write().await?;
+        for name in PROJECTION_NAMES {
+            tx.ensure_view(name).await?;
+        }
+        let heads = tx.heads().await?;
+        tx.commit().await?;
+        let inner = Arc::new(Inner {
+            store,
+            db,
+            applied: watch::Sender::new(checkpoint::applied_position(&heads)),
+            fail_before_checkpoint: AtomicBool::new(false),
+            rebuild_lock: tokio::sync::Mutex::new(()),
+        });
+        Ok(Arc::new(Projections {
+            inner,
+            shutdown: watch::Sender::new(false),
+        }))
     }
 
     /// Waits until every view has applied `position` (read-your-writes), at most `timeout`.
-    pub async fn wait_for(&self, position: Position, timeout: Duration) -> Result<(), ProjectionError> {
-        let _ = (position, timeout);
-        todo!()
+    pub async fn wait_for(
+        &self,
+        position: Position,
+        timeout: Duration,
+    ) -> Result<(), ProjectionError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut applied = self.inner.applied.subscribe();
+        loop {
+            if *applied.borrow_and_update() >= position {
+                return Ok(());
+            }
+            // Another node (or a rebuild) may have moved the views: ask the database.
+            let statuses = self.status().await?;
+            let lagging = statuses.iter().min_by_key(|s| s.position);
+            let reached = lagging.map_or(0, |s| s.position);
+            if reached >= position {
+                return Ok(());
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(ProjectionError::Timeout {
+                    name: lagging.map_or_else(String::new, |s| s.name.clone()),
+                    wanted: position,
+                    reached,
+                });
+            }
+            let pause = (deadline - now).min(Duration::from_millis(50));
+            tokio::select! {
+                _ = applied.changed() => {}
+                _ = tokio::time::sleep(pause) => {}
+            }
+        }
     }
 
     /// The project's usage from the usage view; holds past their expiry at `now` do not count.
-    pub async fn usage(&self, project: &ProjectId, now: Timestamp) -> Result<UsageReport, ProjectionError> {
-        let _ = (project, now);
-        todo!()
+    pub async fn usage(
+        &self,
+        project: &ProjectId,
+        now: Timestamp,
+    ) -> Result<UsageReport, ProjectionError> {
+        self.inner.usage(project, now).await
     }
 
     /// The project's usage as it stood at `at`, from its stream.
-    pub async fn usage_at(&self, project: &ProjectId, at: Timestamp) -> Result<UsageReport, ProjectionError> {
-        let _ = (project, at);
-        todo!()
+    pub async fn usage_at(
+        &self,
+        project: &ProjectId,
+        at: Timestamp,
+    ) -> Result<UsageReport, ProjectionError> {
+        point_in_time::usage_at(&*self.inner.store, project, at).await
     }
 
-    pub async fn audit(&self, project: &ProjectId, query: &AuditQuery) -> Result<AuditPage, ProjectionError> {
-        let _ = (project, query);
-        todo!()
+    pub async fn audit(
+        &self,
+        project: &ProjectId,
+        query: &AuditQuery,
+    ) -> Result<AuditPage, ProjectionError> {
+        self.inner.audit(project, query).await
     }
 
     pub async fn status(&self) -> Result<Vec<ProjectionStatus>, ProjectionError> {
-        todo!()
+        let mut tx = self.inner.db.begin_read().await?;
+        let heads = tx.heads().await?;
+        tx.rollback().await?;
+        let head = self.inner.store.head().await?;
+        Ok(PROJECTION_NAMES
+            .iter()
+            .map(|name| {
+                let position = checkpoint::head_of(&heads, name).map_or(0, |h| h.position);
+                ProjectionStatus {
+                    name: (*name).to_owned(),
+                    position,
+                    head: head.max(position),
+                    lag: head.saturating_sub(position),
+                }
+            })
+            .collect())
     }
 
     /// Starts rebuilding a view beside the live one; returns at once (HTTP 202).
     pub async fn request_rebuild(self: &Arc<Self>, name: &str) -> Result<(), ProjectionError> {
-        let _ = name;
-        todo!()
+        let views = view_names(Some(name))?;
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            if let Err(error) = inner.rebuild(&views, false, &|_, _| {}).await {
+                tracing::error!(%error, "rebuild failed");
+            }
+        });
+        Ok(())
     }
 
     /// Rebuilds a view (or all, with `None`) and waits; `progress(done, total)` is called as
     /// events are applied.
-    pub async fn rebuild(&self, name: Option<&str>, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<(), ProjectionError> {
-        let _ = (name, progress);
-        todo!()
+    pub async fn rebuild(
+        &self,
+        name: Option<&str>,
+        progress: &(dyn Fn(u64, u64) + Send + Sync),
+    ) -> Result<(), ProjectionError> {
+        let views = view_names(name)?;
+        self.inner.rebuild(&views, false, progress).await
     }
 
     /// Replays the events in memory and lists every stored row that differs.
     pub async fn verify(&self) -> Result<Vec<Difference>, ProjectionError> {
-        todo!()
+        self.inner.verify().await
+    }
+
+    /// Applies pending events to the views now, in batches, until caught up (for tools that
+    /// opened the views without a follower).
+    pub async fn catch_up(&self) -> Result<Position, ProjectionError> {
+        loop {
+            if let checkpoint::Applied::UpToDate = self.inner.apply_next_batch().await? {
+                return Ok(*self.inner.applied.borrow());
+            }
+        }
+    }
+
+    /// Fault injection for tests: the next batch writes its rows, then fails before moving its
+    /// checkpoint, as a crash there would.
+    #[doc(hidden)]
+    pub fn fail_next_batch_before_checkpoint(&self) {
+        self.inner
+            .fail_before_checkpoint
+            .store(true, Ordering::SeqCst);
     }
 }

@@ -1,0 +1,54 @@
+//! The database the views live in: the event store's own, so a view and its checkpoint commit
+//! in one transaction. The SQL is common to SQLite and PostgreSQL (`$n` placeholders,
+//! `ON CONFLICT`, row values); see `tables`.
+
+use ledger::{Database, EventStore};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::{PgPool, SqlitePool};
+
+use crate::ProjectionError;
+
+/// The key of the PostgreSQL advisory lock that serialises writers of the live views, so
+/// several nodes following one database never apply the same batch twice ("qview").
+pub(crate) const VIEWS_LOCK_KEY: i64 = 0x71_76_69_65_77;
+/// The session lock held for a whole rebuild: one rebuild at a time across nodes.
+pub(crate) const REBUILD_LOCK_KEY: i64 = VIEWS_LOCK_KEY + 1;
+
+#[derive(Clone, Debug)]
+pub(crate) enum Db {
+    /// `write` is the ledger's one-connection writer; `read` is ours, read-only, so view
+    /// queries never queue behind appends.
+    Sqlite {
+        write: SqlitePool,
+        read: SqlitePool,
+    },
+    Postgres(PgPool),
+}
+
+impl Db {
+    pub(crate) async fn of(store: &dyn EventStore) -> Result<Db, ProjectionError> {
+        match store.database() {
+            Database::Sqlite(write) => {
+                let options: SqliteConnectOptions = (*write.connect_options()).clone();
+                let read = SqlitePoolOptions::new()
+                    .max_connections(4)
+                    .connect_with(options.read_only(true))
+                    .await?;
+                Ok(Db::Sqlite { write, read })
+            }
+            Database::Postgres(pool) => Ok(Db::Postgres(pool)),
+        }
+    }
+}
+
+/// Rows per multi-row statement: at most 12 parameters a row keeps every statement far below
+/// both backends' parameter limits, and few statements keep SQLite's per-statement cost low.
+pub(crate) const ROWS_PER_STATEMENT: usize = 1000;
+
+pub(crate) fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn to_u64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}

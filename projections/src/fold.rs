@@ -1,0 +1,362 @@
+//! The usage state the views are made of, folded in memory: committed usage, limits, and the
+//! reservations that still matter. The live follower loads the part a batch touches from the
+//! view tables, folds the batch and writes back what changed; a rebuild folds the whole log.
+//!
+//! The rules mirror `domain::ProjectState::apply` exactly (verify checks one against the
+//! other); they are restated here because the view keeps only what a usage answer needs
+//! (released reservations are forgotten), which a full `ProjectState` cannot.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use domain::{Deltas, Event, Judged, ProjectId, ReservationId, ResourceName, DEFAULTS_STREAM};
+use ledger::RecordedEvent;
+
+use crate::UsageAfter;
+
+/// A reservation the usage view remembers: held (counts as reserved until `expires_at_ms`) or
+/// committed (its deltas are in `in_use`, and a release frees them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Kept {
+    pub expires_at_ms: i64,
+    pub deltas: Deltas,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ProjectView {
+    pub in_use: BTreeMap<ResourceName, i64>,
+    pub overrides: BTreeMap<ResourceName, i64>,
+    pub held: HashMap<ReservationId, Kept>,
+    pub committed: HashMap<ReservationId, Kept>,
+}
+
+impl ProjectView {
+    /// Positive deltas of holds still live at `at_ms`, for one resource.
+    pub fn reserved_at(&self, resource: &ResourceName, at_ms: i64) -> i64 {
+        self.held
+            .values()
+            .filter(|hold| at_ms < hold.expires_at_ms)
+            .map(|hold| hold.deltas.get(resource))
+            .filter(|delta| *delta > 0)
+            .fold(0i64, |sum, delta| sum.saturating_add(delta))
+    }
+
+    pub fn in_use(&self, resource: &ResourceName) -> i64 {
+        self.in_use.get(resource).copied().unwrap_or(0)
+    }
+}
+
+/// What a batch changed, so only those rows are written back.
+#[derive(Debug, Default)]
+pub(crate) struct Changes {
+    pub in_use: BTreeSet<(String, ResourceName)>,
+    pub reservations: BTreeSet<(String, ReservationId)>,
+    /// Projects (or `$defaults`) whose limits changed.
+    pub limits: BTreeSet<String>,
+}
+
+/// One audit row, ready to insert.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AuditRow {
+    pub position: i64,
+    pub project: String,
+    pub version: i64,
+    pub at_ms: i64,
+    pub event_type: &'static str,
+    pub reservation_id: Option<String>,
+    pub deltas: Option<String>,
+    pub actor: Option<String>,
+    pub request_id: Option<String>,
+    pub reason: Option<String>,
+    pub usage_after: String,
+}
+
+/// Whose event it is.
+pub(crate) enum Owner {
+    Defaults,
+    Project(String),
+    /// A stream this crate does not project.
+    Other,
+}
+
+pub(crate) fn owner(stream: &str) -> Owner {
+    if stream == DEFAULTS_STREAM {
+        Owner::Defaults
+    } else if let Some(project) = ProjectId::from_stream(stream) {
+        Owner::Project(project.as_str().to_owned())
+    } else {
+        Owner::Other
+    }
+}
+
+/// Decodes a stored event; an unreadable one is skipped (and logged) the same way on every
+/// path, so the live views, a rebuild and verify still agree with each other.
+pub(crate) fn decode(recorded: &RecordedEvent) -> Option<Event> {
+    match recorded.decode() {
+        Ok(event) => Some(event),
+        Err(error) => {
+            tracing::error!(position = recorded.position, stream = %recorded.stream, %error, "skipping an unreadable event");
+            None
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct ViewState {
+    pub defaults: BTreeMap<ResourceName, i64>,
+    pub projects: HashMap<String, ProjectView>,
+    /// Tracked only when the state will be written back as a diff.
+    pub changes: Option<Changes>,
+}
+
+impl ViewState {
+    /// Folds one event; returns its audit row when `audit` is asked for.
+    pub fn apply(
+        &mut self,
+        recorded: &RecordedEvent,
+        event: &Event,
+        audit: bool,
+    ) -> Option<AuditRow> {
+        let at_ms = recorded.event.recorded_at.timestamp_millis();
+        match owner(&recorded.stream) {
+            Owner::Other => None,
+            Owner::Defaults => {
+                if let Event::DefaultLimitsSet { limits } = event {
+                    for (resource, limit) in limits {
+                        self.defaults.insert(resource.clone(), limit.value());
+                    }
+                    if let Some(changes) = &mut self.changes {
+                        changes.limits.insert(DEFAULTS_STREAM.to_owned());
+                    }
+                }
+                audit.then(|| {
+                    audit_row(
+                        recorded,
+                        event,
+                        DEFAULTS_STREAM.to_owned(),
+                        None,
+                        String::from("{}"),
+                    )
+                })
+            }
+            Owner::Project(project) => {
+                let view = self.projects.entry(project.clone()).or_default();
+                let before = audit.then(|| touched_before(view, event));
+                apply_to_project(view, &project, event, self.changes.as_mut());
+                let (kept_deltas, touched) = before?;
+                let usage_after = match event {
+                    Event::ReservationDenied { judged, .. } => {
+                        usage_json(judged.iter().map(|(r, j)| (r, judged_usage(j))))
+                    }
+                    _ => usage_json(touched.iter().map(|r| {
+                        (
+                            r,
+                            UsageAfter {
+                                in_use: view.in_use(r),
+                                reserved: view.reserved_at(r, at_ms),
+                            },
+                        )
+                    })),
+                };
+                Some(audit_row(
+                    recorded,
+                    event,
+                    project,
+                    kept_deltas,
+                    usage_after,
+                ))
+            }
+        }
+    }
+}
+
+fn judged_usage(judged: &Judged) -> UsageAfter {
+    UsageAfter {
+        in_use: judged.in_use,
+        reserved: judged.reserved,
+    }
+}
+
+/// Before applying: the deltas of the reservation the event names (commits and releases do
+/// not carry them) and the resources whose usage the audit row reports.
+fn touched_before(view: &ProjectView, event: &Event) -> (Option<Deltas>, Vec<ResourceName>) {
+    let kept = event
+        .reservation_id()
+        .and_then(|id| view.held.get(&id).or_else(|| view.committed.get(&id)))
+        .map(|kept| kept.deltas.clone());
+    let touched = match event {
+        Event::ReservationRequested { deltas, .. } | Event::ReservationDenied { deltas, .. } => {
+            deltas.as_map().keys().cloned().collect()
+        }
+        Event::ReservationCommitted { .. } | Event::ReservationReleased { .. } => kept
+            .as_ref()
+            .map(|d| d.as_map().keys().cloned().collect())
+            .unwrap_or_default(),
+        Event::LimitsSet { limits, .. } | Event::DefaultLimitsSet { limits } => {
+            limits.keys().cloned().collect()
+        }
+        Event::LimitsReset => view.overrides.keys().cloned().collect(),
+        Event::UsageCorrected { resource, .. } => vec![resource.clone()],
+    };
+    (kept, touched)
+}
+
+fn apply_to_project(
+    view: &mut ProjectView,
+    project: &str,
+    event: &Event,
+    changes: Option<&mut Changes>,
+) {
+    let mut touched_in_use: Vec<ResourceName> = Vec::new();
+    let mut touched_reservation = None;
+    let mut touched_limits = false;
+    match event {
+        Event::DefaultLimitsSet { .. } | Event::ReservationDenied { .. } => {}
+        Event::LimitsSet { limits, .. } => {
+            for (resource, limit) in limits {
+                view.overrides.insert(resource.clone(), limit.value());
+            }
+            touched_limits = true;
+        }
+        Event::LimitsReset => {
+            view.overrides.clear();
+            touched_limits = true;
+        }
+        Event::ReservationRequested {
+            reservation_id,
+            deltas,
+            expires_at,
+        } => {
+            // As in the domain, a request replaces whatever the id held before.
+            view.committed.remove(reservation_id);
+            view.held.insert(
+                *reservation_id,
+                Kept {
+                    expires_at_ms: expires_at.timestamp_millis(),
+                    deltas: deltas.clone(),
+                },
+            );
+            touched_reservation = Some(*reservation_id);
+        }
+        Event::ReservationCommitted { reservation_id } => {
+            if let Some(kept) = view.held.remove(reservation_id) {
+                for (resource, delta) in kept.deltas.iter() {
+                    let used = view.in_use.entry(resource.clone()).or_default();
+                    *used = used.saturating_add(delta);
+                    touched_in_use.push(resource.clone());
+                }
+                view.committed.insert(*reservation_id, kept);
+                touched_reservation = Some(*reservation_id);
+            }
+        }
+        Event::ReservationReleased { reservation_id, .. } => {
+            if view.held.remove(reservation_id).is_some() {
+                touched_reservation = Some(*reservation_id);
+            } else if let Some(kept) = view.committed.remove(reservation_id) {
+                for (resource, delta) in kept.deltas.iter() {
+                    let used = view.in_use.entry(resource.clone()).or_default();
+                    *used = used.saturating_sub(delta);
+                    touched_in_use.push(resource.clone());
+                }
+                touched_reservation = Some(*reservation_id);
+            }
+        }
+        Event::UsageCorrected {
+            resource,
+            in_use_after,
+            ..
+        } => {
+            view.in_use.insert(resource.clone(), *in_use_after);
+            touched_in_use.push(resource.clone());
+        }
+    }
+    if let Some(changes) = changes {
+        for resource in touched_in_use {
+            changes.in_use.insert((project.to_owned(), resource));
+        }
+        if let Some(id) = touched_reservation {
+            changes.reservations.insert((project.to_owned(), id));
+        }
+        if touched_limits {
+            changes.limits.insert(project.to_owned());
+        }
+    }
+}
+
+fn audit_row(
+    recorded: &RecordedEvent,
+    event: &Event,
+    project: String,
+    kept_deltas: Option<Deltas>,
+    usage_after: String,
+) -> AuditRow {
+    let deltas = match event {
+        Event::ReservationRequested { deltas, .. } | Event::ReservationDenied { deltas, .. } => {
+            Some(deltas.clone())
+        }
+        _ => kept_deltas,
+    };
+    let reason = match event {
+        Event::ReservationReleased { reason, .. } => Some(reason.as_str().to_owned()),
+        Event::UsageCorrected { reason, .. } => Some(reason.clone()),
+        _ => None,
+    };
+    AuditRow {
+        position: crate::db::to_i64(recorded.position),
+        project,
+        version: crate::db::to_i64(recorded.version),
+        at_ms: recorded.event.recorded_at.timestamp_millis(),
+        event_type: event.type_name(),
+        reservation_id: event.reservation_id().map(|id| id.to_string()),
+        deltas: deltas.map(|d| deltas_json(&d)),
+        actor: recorded.event.metadata.actor.clone(),
+        request_id: recorded.event.metadata.request_id.clone(),
+        reason,
+        usage_after,
+    }
+}
+
+pub(crate) fn deltas_json(deltas: &Deltas) -> String {
+    serde_json::to_string(deltas.as_map()).unwrap_or_else(|_| String::from("{}"))
+}
+
+pub(crate) fn parse_deltas(text: &str) -> Option<Deltas> {
+    serde_json::from_str(text).ok()
+}
+
+/// `{"cores": [in_use, reserved], ...}`: compact, and decoded only for the rows a page returns.
+fn usage_json<'a>(usage: impl Iterator<Item = (&'a ResourceName, UsageAfter)>) -> String {
+    let map: BTreeMap<&str, [i64; 2]> = usage
+        .map(|(r, u)| (r.as_str(), [u.in_use, u.reserved]))
+        .collect();
+    serde_json::to_string(&map).unwrap_or_else(|_| String::from("{}"))
+}
+
+pub(crate) fn parse_usage_after(text: &str) -> BTreeMap<ResourceName, UsageAfter> {
+    let map: BTreeMap<String, [i64; 2]> = serde_json::from_str(text).unwrap_or_default();
+    map.into_iter()
+        .filter_map(|(r, [in_use, reserved])| {
+            Some((
+                ResourceName::parse(&r).ok()?,
+                UsageAfter { in_use, reserved },
+            ))
+        })
+        .collect()
+}
+
+/// The projects, and the reservations released or committed, that a batch names: what the
+/// follower loads before folding it.
+pub(crate) fn batch_keys(
+    events: &[(RecordedEvent, Event)],
+) -> (BTreeSet<String>, HashSet<(String, ReservationId)>) {
+    let mut projects = BTreeSet::new();
+    let mut reservations = HashSet::new();
+    for (recorded, event) in events {
+        if let Owner::Project(project) = owner(&recorded.stream) {
+            if let Some(id) = event.reservation_id() {
+                reservations.insert((project.clone(), id));
+            }
+            projects.insert(project);
+        }
+    }
+    (projects, reservations)
+}

@@ -1,0 +1,73 @@
+//! Usage as it stood at a past instant, replayed from the project's stream and the defaults
+//! stream with the domain's own fold, so it agrees with what the ledger decided on.
+
+use domain::{Defaults, Limit, ProjectId, ProjectState, Timestamp, DEFAULTS_STREAM};
+use ledger::store::MAX_READ_COUNT;
+use ledger::{EventStore, Position, RecordedEvent};
+
+use crate::fold::decode;
+use crate::usage::resource_usage;
+use crate::{ProjectionError, UsageReport};
+
+/// Every event of `stream`, in version order.
+pub(crate) async fn read_stream(
+    store: &dyn EventStore,
+    stream: &str,
+) -> Result<Vec<RecordedEvent>, ProjectionError> {
+    let mut events = Vec::new();
+    loop {
+        let from = events.last().map_or(0, |e: &RecordedEvent| e.version + 1);
+        let page = store.read_stream(stream, from, MAX_READ_COUNT).await?;
+        let done = page.len() < MAX_READ_COUNT;
+        events.extend(page);
+        if done {
+            return Ok(events);
+        }
+    }
+}
+
+pub(crate) async fn usage_at(
+    store: &dyn EventStore,
+    project: &ProjectId,
+    at: Timestamp,
+) -> Result<UsageReport, ProjectionError> {
+    let mut position: Position = 0;
+    let mut defaults = Defaults::default();
+    for recorded in read_stream(store, DEFAULTS_STREAM).await? {
+        if recorded.event.recorded_at <= at {
+            if let Some(event) = decode(&recorded) {
+                defaults.apply(&event);
+                position = position.max(recorded.position);
+            }
+        }
+    }
+    let mut state = ProjectState::new(project.clone());
+    for recorded in read_stream(store, &project.stream()).await? {
+        if recorded.event.recorded_at <= at {
+            if let Some(event) = decode(&recorded) {
+                state.apply(&event, recorded.event.recorded_at);
+                position = position.max(recorded.position);
+            }
+        }
+    }
+    let resources = state
+        .usage_all(&defaults, at)
+        .into_iter()
+        .filter(|(_, (limit, usage))| limit.is_some() || usage.in_use != 0 || usage.reserved != 0)
+        .map(|(resource, (limit, usage))| {
+            (
+                resource,
+                resource_usage(
+                    limit.unwrap_or(Limit::UNLIMITED),
+                    usage.in_use,
+                    usage.reserved,
+                ),
+            )
+        })
+        .collect();
+    Ok(UsageReport {
+        project: project.clone(),
+        resources,
+        position,
+    })
+}

@@ -1,0 +1,412 @@
+//! Rebuilding views without downtime (blue/green): fold the whole log in memory into a fresh
+//! generation beside the live one, catch it up, then switch readers and the follower to it in
+//! one transaction, and delete the old generation afterwards. Readers use the live generation
+//! until the switch and the new one after; they never see a half-built view.
+
+use std::sync::Arc;
+
+use ledger::store::MAX_READ_COUNT;
+use ledger::{EventStore, Position, RecordedEvent};
+
+use crate::checkpoint::{
+    applied_position, code_version, head_of, Applied, AUDIT, BATCH_EVENTS, USAGE,
+};
+use crate::db::Db;
+use crate::fold::{decode, ViewState};
+use crate::tables::{FullPart, ViewHead};
+use crate::{Inner, ProjectionError};
+
+/// Rows per transaction when writing a whole state: big enough to be fast, small enough that
+/// the ledger's appends on SQLite's single writer never wait long.
+const ROWS_PER_TRANSACTION: usize = 20_000;
+/// Rows deleted per transaction when dropping the old generation.
+const DELETES_PER_TRANSACTION: i64 = 10_000;
+
+/// The tables of each view, with their keys (for bounded deletes).
+fn tables(view: &str) -> &'static [(&'static str, &'static str)] {
+    if view == AUDIT {
+        &[("audit_entries", "generation, position")]
+    } else {
+        &[
+            ("usage_in_use", "generation, project, resource"),
+            ("usage_limits", "generation, project, resource"),
+            ("usage_reservations", "generation, project, reservation_id"),
+        ]
+    }
+}
+
+pub(crate) type Progress<'a> = &'a (dyn Fn(u64, u64) + Send + Sync);
+
+/// The fresh copy being built.
+struct Target {
+    name: &'static str,
+    generation: i64,
+    old_generation: i64,
+}
+
+/// Reads the feed page by page, fetching the next page while the caller folds the current.
+pub(crate) struct Pages {
+    store: Arc<dyn EventStore>,
+    next: Option<tokio::task::JoinHandle<Result<Vec<RecordedEvent>, ledger::StoreError>>>,
+    until: Position,
+}
+
+impl Pages {
+    pub(crate) fn new(store: Arc<dyn EventStore>, after: Position, until: Position) -> Pages {
+        let mut pages = Pages {
+            store,
+            next: None,
+            until,
+        };
+        pages.fetch(after);
+        pages
+    }
+
+    fn fetch(&mut self, after: Position) {
+        if after >= self.until {
+            self.next = None;
+            return;
+        }
+        let store = self.store.clone();
+        let count = usize::try_from(self.until - after)
+            .unwrap_or(MAX_READ_COUNT)
+            .min(MAX_READ_COUNT);
+        self.next = Some(tokio::spawn(
+            async move { store.read_all(after, count).await },
+        ));
+    }
+
+    pub(crate) async fn next(&mut self) -> Result<Option<Vec<RecordedEvent>>, ProjectionError> {
+        let Some(handle) = self.next.take() else {
+            return Ok(None);
+        };
+        let mut page = handle
+            .await
+            .map_err(|_| ProjectionError::Database("event reader task failed".into()))??;
+        page.retain(|e| e.position <= self.until);
+        match page.last() {
+            Some(last) => self.fetch(last.position),
+            None => return Ok(None),
+        }
+        Ok(Some(page))
+    }
+}
+
+impl Drop for Pages {
+    fn drop(&mut self) {
+        if let Some(handle) = self.next.take() {
+            handle.abort();
+        }
+    }
+}
+
+/// Holds the cluster-wide rebuild lock on PostgreSQL for as long as it lives: a connection of
+/// its own, closed (and so unlocked) when dropped, even if the rebuild is cancelled.
+struct RebuildLock(#[allow(dead_code)] Option<sqlx::PgConnection>);
+
+async fn rebuild_lock(db: &Db) -> Result<RebuildLock, ProjectionError> {
+    match db {
+        Db::Sqlite { .. } => Ok(RebuildLock(None)),
+        Db::Postgres(pool) => {
+            let mut conn = pool.acquire().await?.detach();
+            sqlx::query("SELECT pg_advisory_lock($1)")
+                .bind(crate::db::REBUILD_LOCK_KEY)
+                .execute(&mut conn)
+                .await?;
+            Ok(RebuildLock(Some(conn)))
+        }
+    }
+}
+
+impl Inner {
+    /// Rebuilds `views` (all when `outdated_only` finds them built by other code) and returns
+    /// once readers use the new copies.
+    pub(crate) async fn rebuild(
+        &self,
+        views: &[&'static str],
+        outdated_only: bool,
+        progress: Progress<'_>,
+    ) -> Result<(), ProjectionError> {
+        let _local = self.rebuild_lock.lock().await;
+        let _cluster = rebuild_lock(&self.db).await?;
+
+        let mut tx = self.db.begin_read().await?;
+        let heads = tx.heads().await?;
+        tx.rollback().await?;
+        let mut targets = Vec::new();
+        for name in views {
+            let head = head_of(&heads, name).ok_or_else(|| {
+                ProjectionError::CorruptView("projection bookkeeping rows are missing".into())
+            })?;
+            if outdated_only && head.code_version == code_version(name) {
+                continue;
+            }
+            targets.push(Target {
+                name,
+                generation: head.generation + 1,
+                old_generation: head.generation,
+            });
+        }
+        if targets.is_empty() {
+            return Ok(());
+        }
+        for target in &targets {
+            self.drop_generations(target.name, |g| g != target.old_generation)
+                .await?;
+            let mut tx = self.db.begin_unlocked().await?;
+            tx.set_checkpoint(target.name, target.generation, 0).await?;
+            tx.commit().await?;
+        }
+        let rebuild_all = targets.len() == crate::PROJECTION_NAMES.len();
+        let usage_gen = targets
+            .iter()
+            .find(|t| t.name == USAGE)
+            .map(|t| t.generation);
+        let audit_gen = targets
+            .iter()
+            .find(|t| t.name == AUDIT)
+            .map(|t| t.generation);
+
+        // 1. Fold the log up to its head in memory; audit rows are written as they come.
+        let total = self.store.head().await?;
+        let mut state = ViewState::default();
+        let mut position = self.fold(&mut state, 0, total, audit_gen, progress).await?;
+
+        // 2. Write the folded usage state in bulk.
+        if let Some(generation) = usage_gen {
+            self.write_full(generation, &state).await?;
+        }
+        self.set_checkpoints(&targets, position).await?;
+
+        // 3. Catch up beside the live views, then switch in one transaction at the position the
+        //    live views have reached, so no view ever moves backwards.
+        state.changes = Some(Default::default());
+        loop {
+            let mut tx = self.db.begin_read().await?;
+            let live = applied_position(&tx.heads().await?);
+            tx.rollback().await?;
+            if live < position && !rebuild_all {
+                // The views not rebuilt must reach the new copy's position before the switch,
+                // since the follower applies all views together.
+                match self.apply_next_batch().await? {
+                    Applied::UpToDate => {
+                        return Err(ProjectionError::Database(
+                            "the live views cannot reach the rebuilt position".into(),
+                        ));
+                    }
+                    Applied::Advanced(_) | Applied::Raced => continue,
+                }
+            }
+            if live > position + BATCH_EVENTS as u64 {
+                position = self
+                    .fold(&mut state, position, live, audit_gen, progress)
+                    .await?;
+                self.write_changes(&mut state, usage_gen, &targets, position)
+                    .await?;
+                continue;
+            }
+            if self
+                .switch(
+                    &mut state,
+                    &mut position,
+                    &targets,
+                    rebuild_all,
+                    audit_gen,
+                    usage_gen,
+                )
+                .await?
+            {
+                break;
+            }
+        }
+        progress(position, position.max(total));
+
+        // 4. The old copies are no longer read: delete them.
+        for target in &targets {
+            self.drop_generations(target.name, |g| g == target.old_generation)
+                .await?;
+            let mut tx = self.db.begin_unlocked().await?;
+            tx.delete_checkpoint(target.name, target.old_generation)
+                .await?;
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+
+    /// The switch: under the live views' lock, fold what they have applied beyond the new
+    /// copy, then make the new generations active. False when the live views are behind.
+    async fn switch(
+        &self,
+        state: &mut ViewState,
+        position: &mut Position,
+        targets: &[Target],
+        rebuild_all: bool,
+        audit_gen: Option<i64>,
+        usage_gen: Option<i64>,
+    ) -> Result<bool, ProjectionError> {
+        let mut tx = self.db.begin_write().await?;
+        let heads: Vec<ViewHead> = tx.heads().await?;
+        let live = applied_position(&heads);
+        if live < *position && !rebuild_all {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        let to = live.max(*position);
+        let mut audit_rows = Vec::new();
+        let mut pages = Pages::new(self.store.clone(), *position, to);
+        while let Some(page) = pages.next().await? {
+            for recorded in &page {
+                if let Some(event) = decode(recorded) {
+                    audit_rows.extend(state.apply(recorded, &event, audit_gen.is_some()));
+                }
+            }
+        }
+        if let Some(generation) = usage_gen {
+            let changes = state
+                .changes
+                .replace(Default::default())
+                .unwrap_or_default();
+            tx.write_changes(generation, state, &changes).await?;
+        }
+        if let Some(generation) = audit_gen {
+            tx.insert_audit(generation, &audit_rows).await?;
+        }
+        for target in targets {
+            tx.set_checkpoint(target.name, target.generation, to)
+                .await?;
+            tx.activate(target.name, target.generation, code_version(target.name))
+                .await?;
+        }
+        tx.commit().await?;
+        *position = to;
+        self.applied.send_if_modified(|p| {
+            let moved = to > *p;
+            *p = (*p).max(to);
+            moved
+        });
+        Ok(true)
+    }
+
+    /// Folds events in (`after`, `until`] into `state`, writing audit rows to `audit_gen` as it
+    /// goes; returns the last position folded.
+    async fn fold(
+        &self,
+        state: &mut ViewState,
+        after: Position,
+        until: Position,
+        audit_gen: Option<i64>,
+        progress: Progress<'_>,
+    ) -> Result<Position, ProjectionError> {
+        let mut position = after;
+        let mut pages = Pages::new(self.store.clone(), after, until);
+        while let Some(page) = pages.next().await? {
+            let mut audit_rows = Vec::new();
+            for recorded in &page {
+                if let Some(event) = decode(recorded) {
+                    let row = state.apply(recorded, &event, audit_gen.is_some());
+                    audit_rows.extend(row);
+                }
+                position = recorded.position;
+            }
+            if let Some(generation) = audit_gen {
+                let mut tx = self.db.begin_unlocked().await?;
+                tx.insert_audit(generation, &audit_rows).await?;
+                tx.commit().await?;
+            }
+            progress(position, until);
+        }
+        Ok(position)
+    }
+
+    async fn write_changes(
+        &self,
+        state: &mut ViewState,
+        usage_gen: Option<i64>,
+        targets: &[Target],
+        position: Position,
+    ) -> Result<(), ProjectionError> {
+        let changes = state
+            .changes
+            .replace(Default::default())
+            .unwrap_or_default();
+        let mut tx = self.db.begin_unlocked().await?;
+        if let Some(generation) = usage_gen {
+            tx.write_changes(generation, state, &changes).await?;
+        }
+        for target in targets {
+            tx.set_checkpoint(target.name, target.generation, position)
+                .await?;
+        }
+        tx.commit().await
+    }
+
+    async fn set_checkpoints(
+        &self,
+        targets: &[Target],
+        position: Position,
+    ) -> Result<(), ProjectionError> {
+        let mut tx = self.db.begin_unlocked().await?;
+        for target in targets {
+            tx.set_checkpoint(target.name, target.generation, position)
+                .await?;
+        }
+        tx.commit().await
+    }
+
+    /// Writes a whole folded usage state into an empty generation, a bounded slice per
+    /// transaction.
+    async fn write_full(&self, generation: i64, state: &ViewState) -> Result<(), ProjectionError> {
+        let defaults = domain::DEFAULTS_STREAM;
+        let mut part = FullPart::default();
+        part.limits
+            .extend(state.defaults.iter().map(|(r, l)| (defaults, r, *l)));
+        for (project, view) in &state.projects {
+            let p = project.as_str();
+            part.in_use
+                .extend(view.in_use.iter().map(|(r, v)| (p, r, *v)));
+            part.limits
+                .extend(view.overrides.iter().map(|(r, l)| (p, r, *l)));
+            part.reservations
+                .extend(view.held.iter().map(|(id, k)| (p, *id, true, k)));
+            part.reservations
+                .extend(view.committed.iter().map(|(id, k)| (p, *id, false, k)));
+            if part.in_use.len() + part.limits.len() + part.reservations.len()
+                >= ROWS_PER_TRANSACTION
+            {
+                let mut tx = self.db.begin_unlocked().await?;
+                tx.write_full_chunk(generation, &part).await?;
+                tx.commit().await?;
+                part = FullPart::default();
+            }
+        }
+        let mut tx = self.db.begin_unlocked().await?;
+        tx.write_full_chunk(generation, &part).await?;
+        tx.commit().await
+    }
+
+    /// Deletes the rows of a view's generations that `doomed` picks, in bounded transactions.
+    async fn drop_generations(
+        &self,
+        view: &str,
+        doomed: impl Fn(i64) -> bool,
+    ) -> Result<(), ProjectionError> {
+        for (table, key) in tables(view) {
+            let mut tx = self.db.begin_read().await?;
+            let generations = tx.generations_in_use(table).await?;
+            tx.rollback().await?;
+            for generation in generations.into_iter().filter(|g| doomed(*g)) {
+                loop {
+                    let mut tx = self.db.begin_unlocked().await?;
+                    let deleted = tx
+                        .delete_generation_rows(table, key, generation, DELETES_PER_TRANSACTION)
+                        .await?;
+                    tx.commit().await?;
+                    if deleted < DELETES_PER_TRANSACTION as u64 {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,777 @@
+//! Reads and writes of the view tables, in one transaction type for both backends.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use domain::{ReservationId, ResourceName, DEFAULTS_STREAM};
+use sqlx::{Postgres, QueryBuilder, Sqlite, Transaction};
+
+use crate::db::{Db, ROWS_PER_STATEMENT};
+use crate::fold::{parse_deltas, AuditRow, Changes, Kept, ViewState};
+use crate::ProjectionError;
+
+/// A transaction on the views' database: a writer's (exclusive among view writers) or a
+/// reader's snapshot.
+pub(crate) enum Tx {
+    Sqlite(Transaction<'static, Sqlite>),
+    Postgres(Transaction<'static, Postgres>),
+}
+
+/// Runs `$body` with `$conn` bound to the transaction's connection and `$DB` to its database.
+macro_rules! on_tx {
+    ($tx:expr, |$conn:ident, $DB:ident| $body:expr) => {
+        match $tx {
+            Tx::Sqlite(t) => {
+                #[allow(dead_code)]
+                type $DB = sqlx::Sqlite;
+                let $conn = &mut **t;
+                $body
+            }
+            Tx::Postgres(t) => {
+                #[allow(dead_code)]
+                type $DB = sqlx::Postgres;
+                let $conn = &mut **t;
+                $body
+            }
+        }
+    };
+}
+
+/// Where a view stands: the generation readers use and the position it has applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ViewHead {
+    pub name: String,
+    pub generation: i64,
+    pub position: u64,
+    pub code_version: i64,
+}
+
+/// A stored reservation of the usage view.
+pub(crate) struct StoredReservation {
+    pub project: String,
+    pub id: ReservationId,
+    pub held: bool,
+    pub kept: Kept,
+}
+
+fn corrupt(what: &str) -> ProjectionError {
+    ProjectionError::CorruptView(what.to_owned())
+}
+
+fn resource(name: &str) -> Result<ResourceName, ProjectionError> {
+    ResourceName::parse(name).map_err(|_| corrupt("resource name"))
+}
+
+impl Db {
+    pub(crate) async fn begin_write(&self) -> Result<Tx, ProjectionError> {
+        Ok(match self {
+            Db::Sqlite { write, .. } => Tx::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?),
+            Db::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(crate::db::VIEWS_LOCK_KEY)
+                    .execute(&mut *tx)
+                    .await?;
+                Tx::Postgres(tx)
+            }
+        })
+    }
+
+    /// A write transaction for a rebuild's fresh generation, which no one else writes: it
+    /// does not take the live views' lock.
+    pub(crate) async fn begin_unlocked(&self) -> Result<Tx, ProjectionError> {
+        Ok(match self {
+            Db::Sqlite { write, .. } => Tx::Sqlite(write.begin_with("BEGIN IMMEDIATE").await?),
+            Db::Postgres(pool) => Tx::Postgres(pool.begin().await?),
+        })
+    }
+
+    pub(crate) async fn begin_read(&self) -> Result<Tx, ProjectionError> {
+        Ok(match self {
+            Db::Sqlite { read, .. } => Tx::Sqlite(read.begin().await?),
+            Db::Postgres(pool) => Tx::Postgres(
+                pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    .await?,
+            ),
+        })
+    }
+}
+
+impl Tx {
+    pub(crate) async fn commit(self) -> Result<(), ProjectionError> {
+        match self {
+            Tx::Sqlite(t) => t.commit().await?,
+            Tx::Postgres(t) => t.commit().await?,
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn rollback(self) -> Result<(), ProjectionError> {
+        match self {
+            Tx::Sqlite(t) => t.rollback().await?,
+            Tx::Postgres(t) => t.rollback().await?,
+        }
+        Ok(())
+    }
+
+    /// Creates a view's bookkeeping rows on first use.
+    pub(crate) async fn ensure_view(&mut self, name: &str) -> Result<(), ProjectionError> {
+        on_tx!(self, |c, DB| {
+            sqlx::query(
+                "INSERT INTO projection_state (name, active_generation, code_version) VALUES ($1, 1, $2) \
+                 ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(name)
+            .bind(crate::checkpoint::code_version(name))
+            .execute(&mut *c)
+            .await?;
+            sqlx::query(
+                "INSERT INTO projection_checkpoints (name, generation, position) \
+                 SELECT name, active_generation, 0 FROM projection_state WHERE name = $1 \
+                 ON CONFLICT (name, generation) DO NOTHING",
+            )
+            .bind(name)
+            .execute(&mut *c)
+            .await?;
+        });
+        Ok(())
+    }
+
+    pub(crate) async fn heads(&mut self) -> Result<Vec<ViewHead>, ProjectionError> {
+        let rows: Vec<(String, i64, i64, i64)> = on_tx!(self, |c, DB| sqlx::query_as(
+            "SELECT s.name, s.active_generation, s.code_version, COALESCE(c.position, 0) \
+             FROM projection_state s LEFT JOIN projection_checkpoints c \
+             ON c.name = s.name AND c.generation = s.active_generation ORDER BY s.name"
+        )
+        .fetch_all(&mut *c)
+        .await?);
+        Ok(rows
+            .into_iter()
+            .map(|(name, generation, code_version, position)| ViewHead {
+                name,
+                generation,
+                position: crate::db::to_u64(position),
+                code_version,
+            })
+            .collect())
+    }
+
+    /// Moves a checkpoint from `from` to `to`; false (and nothing written) when it was not at
+    /// `from`: another writer applied those events first.
+    pub(crate) async fn advance_checkpoint(
+        &mut self,
+        name: &str,
+        generation: i64,
+        from: u64,
+        to: u64,
+    ) -> Result<bool, ProjectionError> {
+        let updated = on_tx!(self, |c, DB| {
+            sqlx::query(
+            "UPDATE projection_checkpoints SET position = $1 WHERE name = $2 AND generation = $3 AND position = $4"
+        )
+        .bind(crate::db::to_i64(to))
+        .bind(name)
+        .bind(generation)
+        .bind(crate::db::to_i64(from))
+        .execute(&mut *c)
+        .await?
+        .rows_affected()
+        });
+        Ok(updated == 1)
+    }
+
+    pub(crate) async fn set_checkpoint(
+        &mut self,
+        name: &str,
+        generation: i64,
+        position: u64,
+    ) -> Result<(), ProjectionError> {
+        on_tx!(self, |c, DB| {
+            sqlx::query(
+            "INSERT INTO projection_checkpoints (name, generation, position) VALUES ($1, $2, $3) \
+             ON CONFLICT (name, generation) DO UPDATE SET position = excluded.position"
+        )
+        .bind(name)
+        .bind(generation)
+        .bind(crate::db::to_i64(position))
+        .execute(&mut *c)
+        .await?;
+        });
+        Ok(())
+    }
+
+    pub(crate) async fn delete_checkpoint(
+        &mut self,
+        name: &str,
+        generation: i64,
+    ) -> Result<(), ProjectionError> {
+        on_tx!(self, |c, DB| {
+            sqlx::query("DELETE FROM projection_checkpoints WHERE name = $1 AND generation = $2")
+                .bind(name)
+                .bind(generation)
+                .execute(&mut *c)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Switches readers and the follower to `generation`: the swap of a rebuild.
+    pub(crate) async fn activate(
+        &mut self,
+        name: &str,
+        generation: i64,
+        code_version: i64,
+    ) -> Result<(), ProjectionError> {
+        on_tx!(self, |c, DB| {
+            sqlx::query(
+            "UPDATE projection_state SET active_generation = $1, code_version = $2 WHERE name = $3"
+        )
+        .bind(generation)
+        .bind(code_version)
+        .bind(name)
+        .execute(&mut *c)
+        .await?;
+        });
+        Ok(())
+    }
+
+    /// Loads what folding a batch needs: the defaults, and for `projects` their usage, limits
+    /// and holds, plus the named reservations (committed ones a release may free).
+    pub(crate) async fn load(
+        &mut self,
+        generation: i64,
+        projects: &BTreeSet<String>,
+        reservations: &HashSet<(String, ReservationId)>,
+    ) -> Result<ViewState, ProjectionError> {
+        let mut state = ViewState::default();
+        let mut with_defaults: Vec<&str> = projects.iter().map(String::as_str).collect();
+        with_defaults.push(DEFAULTS_STREAM);
+        for chunk in with_defaults.chunks(ROWS_PER_STATEMENT) {
+            let rows: Vec<(String, String, i64)> = on_tx!(self, |c, DB| {
+                let mut q = QueryBuilder::<DB>::new(
+                    "SELECT project, resource, limit_value FROM usage_limits WHERE generation = ",
+                );
+                q.push_bind(generation).push(" AND project IN (");
+                let mut list = q.separated(", ");
+                for p in chunk {
+                    list.push_bind(*p);
+                }
+                q.push(")");
+                q.build_query_as().fetch_all(&mut *c).await?
+            });
+            for (project, name, limit) in rows {
+                if project == DEFAULTS_STREAM {
+                    state.defaults.insert(resource(&name)?, limit);
+                } else {
+                    state
+                        .projects
+                        .entry(project)
+                        .or_default()
+                        .overrides
+                        .insert(resource(&name)?, limit);
+                }
+            }
+        }
+        let projects: Vec<&str> = projects.iter().map(String::as_str).collect();
+        for chunk in projects.chunks(ROWS_PER_STATEMENT) {
+            let rows: Vec<(String, String, i64)> = on_tx!(self, |c, DB| {
+                let mut q = QueryBuilder::<DB>::new(
+                    "SELECT project, resource, in_use FROM usage_in_use WHERE generation = ",
+                );
+                q.push_bind(generation).push(" AND project IN (");
+                let mut list = q.separated(", ");
+                for p in chunk {
+                    list.push_bind(*p);
+                }
+                q.push(")");
+                q.build_query_as().fetch_all(&mut *c).await?
+            });
+            for (project, name, in_use) in rows {
+                state
+                    .projects
+                    .entry(project)
+                    .or_default()
+                    .in_use
+                    .insert(resource(&name)?, in_use);
+            }
+            let held = self.reservations(generation, chunk, None).await?;
+            for r in held {
+                let view = state.projects.entry(r.project).or_default();
+                if r.held {
+                    view.held.insert(r.id, r.kept);
+                } else {
+                    view.committed.insert(r.id, r.kept);
+                }
+            }
+        }
+        let named: Vec<&(String, ReservationId)> = reservations.iter().collect();
+        for chunk in named.chunks(ROWS_PER_STATEMENT / 2) {
+            let projects: BTreeSet<&str> = chunk.iter().map(|(p, _)| p.as_str()).collect();
+            let projects: Vec<&str> = projects.into_iter().collect();
+            let ids: Vec<ReservationId> = chunk.iter().map(|(_, id)| *id).collect();
+            for r in self.reservations(generation, &projects, Some(&ids)).await? {
+                if !reservations.contains(&(r.project.clone(), r.id)) {
+                    continue;
+                }
+                let view = state.projects.entry(r.project).or_default();
+                if r.held {
+                    view.held.insert(r.id, r.kept);
+                } else {
+                    view.committed.insert(r.id, r.kept);
+                }
+            }
+        }
+        Ok(state)
+    }
+
+    /// The held reservations of `projects`, or with `ids` the named ones, held or committed.
+    async fn reservations(
+        &mut self,
+        generation: i64,
+        projects: &[&str],
+        ids: Option<&[ReservationId]>,
+    ) -> Result<Vec<StoredReservation>, ProjectionError> {
+        let rows: Vec<(String, String, i64, i64, String)> = on_tx!(self, |c, DB| {
+            let mut q = QueryBuilder::<DB>::new(
+                "SELECT project, reservation_id, held, expires_at_ms, deltas FROM usage_reservations WHERE generation = ",
+            );
+            q.push_bind(generation).push(" AND project IN (");
+            let mut list = q.separated(", ");
+            for p in projects {
+                list.push_bind(*p);
+            }
+            q.push(")");
+            match ids {
+                None => {
+                    q.push(" AND held = 1");
+                }
+                Some(ids) => {
+                    q.push(" AND reservation_id IN (");
+                    let mut list = q.separated(", ");
+                    for id in ids {
+                        list.push_bind(id.to_string());
+                    }
+                    q.push(")");
+                }
+            }
+            q.build_query_as().fetch_all(&mut *c).await?
+        });
+        rows.into_iter().map(stored_reservation).collect()
+    }
+
+    /// Every reservation of a generation (verify).
+    pub(crate) async fn all_reservations(
+        &mut self,
+        generation: i64,
+    ) -> Result<Vec<StoredReservation>, ProjectionError> {
+        let rows: Vec<(String, String, i64, i64, String)> = on_tx!(self, |c, DB| {
+            sqlx::query_as(
+            "SELECT project, reservation_id, held, expires_at_ms, deltas FROM usage_reservations WHERE generation = $1"
+        )
+        .bind(generation)
+        .fetch_all(&mut *c)
+        .await?
+        });
+        rows.into_iter().map(stored_reservation).collect()
+    }
+
+    /// Every (project, resource, value) row of `usage_in_use` or `usage_limits` (verify).
+    pub(crate) async fn all_numbers(
+        &mut self,
+        table: NumberTable,
+        generation: i64,
+    ) -> Result<Vec<(String, String, i64)>, ProjectionError> {
+        let sql = match table {
+            NumberTable::InUse => {
+                "SELECT project, resource, in_use FROM usage_in_use WHERE generation = $1"
+            }
+            NumberTable::Limits => {
+                "SELECT project, resource, limit_value FROM usage_limits WHERE generation = $1"
+            }
+        };
+        Ok(on_tx!(self, |c, DB| sqlx::query_as(sql)
+            .bind(generation)
+            .fetch_all(&mut *c)
+            .await?))
+    }
+
+    pub(crate) async fn audit_positions(
+        &mut self,
+        generation: i64,
+    ) -> Result<Vec<i64>, ProjectionError> {
+        Ok(on_tx!(self, |c, DB| sqlx::query_scalar(
+            "SELECT position FROM audit_entries WHERE generation = $1 ORDER BY position"
+        )
+        .bind(generation)
+        .fetch_all(&mut *c)
+        .await?))
+    }
+
+    /// Writes back what a batch changed.
+    pub(crate) async fn write_changes(
+        &mut self,
+        generation: i64,
+        state: &ViewState,
+        changes: &Changes,
+    ) -> Result<(), ProjectionError> {
+        let in_use: Vec<(&str, &ResourceName, i64)> = changes
+            .in_use
+            .iter()
+            .map(|(p, r)| {
+                (
+                    p.as_str(),
+                    r,
+                    state.projects.get(p).map_or(0, |v| v.in_use(r)),
+                )
+            })
+            .collect();
+        self.upsert_in_use(generation, &in_use).await?;
+
+        if !changes.limits.is_empty() {
+            let owners: Vec<&str> = changes.limits.iter().map(String::as_str).collect();
+            for chunk in owners.chunks(ROWS_PER_STATEMENT) {
+                on_tx!(self, |c, DB| {
+                    let mut q =
+                        QueryBuilder::<DB>::new("DELETE FROM usage_limits WHERE generation = ");
+                    q.push_bind(generation).push(" AND project IN (");
+                    let mut list = q.separated(", ");
+                    for p in chunk {
+                        list.push_bind(*p);
+                    }
+                    q.push(")");
+                    q.build().execute(&mut *c).await?;
+                });
+            }
+            let limits: Vec<(&str, &ResourceName, i64)> = owners
+                .iter()
+                .flat_map(|owner| {
+                    let limits = if *owner == DEFAULTS_STREAM {
+                        Some(&state.defaults)
+                    } else {
+                        state.projects.get(*owner).map(|v| &v.overrides)
+                    };
+                    limits
+                        .into_iter()
+                        .flatten()
+                        .map(move |(r, l)| (*owner, r, *l))
+                })
+                .collect();
+            self.insert_limits(generation, &limits).await?;
+        }
+
+        let mut gone: Vec<(&str, String)> = Vec::new();
+        let mut kept: Vec<(&str, ReservationId, bool, &Kept)> = Vec::new();
+        for (project, id) in &changes.reservations {
+            let view = state.projects.get(project);
+            if let Some(k) = view.and_then(|v| v.held.get(id)) {
+                kept.push((project, *id, true, k));
+            } else if let Some(k) = view.and_then(|v| v.committed.get(id)) {
+                kept.push((project, *id, false, k));
+            } else {
+                gone.push((project, id.to_string()));
+            }
+        }
+        for chunk in gone.chunks(ROWS_PER_STATEMENT) {
+            on_tx!(self, |c, DB| {
+                let mut q =
+                    QueryBuilder::<DB>::new("DELETE FROM usage_reservations WHERE generation = ");
+                q.push_bind(generation)
+                    .push(" AND (project, reservation_id) IN (");
+                q.push_values(chunk, |mut b, (p, id)| {
+                    b.push_bind(*p).push_bind(id.as_str());
+                });
+                q.push(")");
+                q.build().execute(&mut *c).await?;
+            });
+        }
+        self.upsert_reservations(generation, &kept).await
+    }
+
+    /// Writes a whole folded state into an empty generation (a rebuild).
+    pub(crate) async fn write_full_chunk(
+        &mut self,
+        generation: i64,
+        part: &FullPart<'_>,
+    ) -> Result<(), ProjectionError> {
+        self.upsert_in_use(generation, &part.in_use).await?;
+        self.insert_limits(generation, &part.limits).await?;
+        self.upsert_reservations(generation, &part.reservations)
+            .await
+    }
+
+    async fn upsert_in_use(
+        &mut self,
+        generation: i64,
+        rows: &[(&str, &ResourceName, i64)],
+    ) -> Result<(), ProjectionError> {
+        for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+            on_tx!(self, |c, DB| {
+                let mut q = QueryBuilder::<DB>::new(
+                    "INSERT INTO usage_in_use (generation, project, resource, in_use) ",
+                );
+                q.push_values(chunk, |mut b, (p, r, v)| {
+                    b.push_bind(generation)
+                        .push_bind(*p)
+                        .push_bind(r.as_str())
+                        .push_bind(*v);
+                });
+                q.push(" ON CONFLICT (generation, project, resource) DO UPDATE SET in_use = excluded.in_use");
+                q.build().execute(&mut *c).await?;
+            });
+        }
+        Ok(())
+    }
+
+    async fn insert_limits(
+        &mut self,
+        generation: i64,
+        rows: &[(&str, &ResourceName, i64)],
+    ) -> Result<(), ProjectionError> {
+        for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+            on_tx!(self, |c, DB| {
+                let mut q = QueryBuilder::<DB>::new(
+                    "INSERT INTO usage_limits (generation, project, resource, limit_value) ",
+                );
+                q.push_values(chunk, |mut b, (p, r, v)| {
+                    b.push_bind(generation)
+                        .push_bind(*p)
+                        .push_bind(r.as_str())
+                        .push_bind(*v);
+                });
+                q.push(" ON CONFLICT (generation, project, resource) DO UPDATE SET limit_value = excluded.limit_value");
+                q.build().execute(&mut *c).await?;
+            });
+        }
+        Ok(())
+    }
+
+    async fn upsert_reservations(
+        &mut self,
+        generation: i64,
+        rows: &[(&str, ReservationId, bool, &Kept)],
+    ) -> Result<(), ProjectionError> {
+        for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+            on_tx!(self, |c, DB| {
+                let mut q = QueryBuilder::<DB>::new(
+                    "INSERT INTO usage_reservations (generation, project, reservation_id, held, expires_at_ms, deltas) ",
+                );
+                q.push_values(chunk, |mut b, (p, id, held, kept)| {
+                    b.push_bind(generation)
+                        .push_bind(*p)
+                        .push_bind(id.to_string())
+                        .push_bind(i64::from(*held))
+                        .push_bind(kept.expires_at_ms)
+                        .push_bind(crate::fold::deltas_json(&kept.deltas));
+                });
+                q.push(
+                    " ON CONFLICT (generation, project, reservation_id) DO UPDATE SET held = excluded.held, \
+                     expires_at_ms = excluded.expires_at_ms, deltas = excluded.deltas",
+                );
+                q.build().execute(&mut *c).await?;
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn insert_audit(
+        &mut self,
+        generation: i64,
+        rows: &[AuditRow],
+    ) -> Result<(), ProjectionError> {
+        for chunk in rows.chunks(ROWS_PER_STATEMENT / 2) {
+            on_tx!(self, |c, DB| {
+                let mut q = QueryBuilder::<DB>::new(
+                    "INSERT INTO audit_entries (generation, position, project, version, at_ms, event_type, \
+                     reservation_id, deltas, actor, request_id, reason, usage_after) ",
+                );
+                q.push_values(chunk, |mut b, row| {
+                    b.push_bind(generation)
+                        .push_bind(row.position)
+                        .push_bind(row.project.as_str())
+                        .push_bind(row.version)
+                        .push_bind(row.at_ms)
+                        .push_bind(row.event_type)
+                        .push_bind(row.reservation_id.as_deref())
+                        .push_bind(row.deltas.as_deref())
+                        .push_bind(row.actor.as_deref())
+                        .push_bind(row.request_id.as_deref())
+                        .push_bind(row.reason.as_deref())
+                        .push_bind(row.usage_after.as_str());
+                });
+                q.build().execute(&mut *c).await?;
+            });
+        }
+        Ok(())
+    }
+
+    /// Deletes up to `max` rows of `generation` from one view table; returns how many.
+    pub(crate) async fn delete_generation_rows(
+        &mut self,
+        table: &str,
+        key: &str,
+        generation: i64,
+        max: i64,
+    ) -> Result<u64, ProjectionError> {
+        // Bounded deletes keep each transaction short on SQLite's single writer.
+        let sql = format!(
+            "DELETE FROM {table} WHERE generation = $1 AND ({key}) IN \
+             (SELECT {key} FROM {table} WHERE generation = $1 LIMIT $2)"
+        );
+        Ok(on_tx!(self, |c, DB| sqlx::query(&sql)
+            .bind(generation)
+            .bind(max)
+            .execute(&mut *c)
+            .await?
+            .rows_affected()))
+    }
+
+    /// The generations that have rows in `table`.
+    pub(crate) async fn generations_in_use(
+        &mut self,
+        table: &str,
+    ) -> Result<Vec<i64>, ProjectionError> {
+        let sql = format!("SELECT DISTINCT generation FROM {table}");
+        Ok(on_tx!(self, |c, DB| sqlx::query_scalar(&sql)
+            .fetch_all(&mut *c)
+            .await?))
+    }
+
+    /// Rows of the usage view for one project: in_use, limits (its own and the defaults) and
+    /// the holds live at `now_ms`.
+    pub(crate) async fn project_usage(
+        &mut self,
+        generation: i64,
+        project: &str,
+        now_ms: i64,
+    ) -> Result<ProjectRows, ProjectionError> {
+        let in_use: Vec<(String, i64)> = on_tx!(self, |c, DB| sqlx::query_as(
+            "SELECT resource, in_use FROM usage_in_use WHERE generation = $1 AND project = $2"
+        )
+        .bind(generation)
+        .bind(project)
+        .fetch_all(&mut *c)
+        .await?);
+        let limits: Vec<(String, String, i64)> = on_tx!(self, |c, DB| {
+            sqlx::query_as(
+            "SELECT project, resource, limit_value FROM usage_limits WHERE generation = $1 AND project IN ($2, $3)"
+        )
+        .bind(generation)
+        .bind(project)
+        .bind(DEFAULTS_STREAM)
+        .fetch_all(&mut *c)
+        .await?
+        });
+        let holds: Vec<(String,)> = on_tx!(self, |c, DB| {
+            sqlx::query_as(
+            "SELECT deltas FROM usage_reservations WHERE generation = $1 AND project = $2 AND held = 1 AND expires_at_ms > $3"
+        )
+        .bind(generation)
+        .bind(project)
+        .bind(now_ms)
+        .fetch_all(&mut *c)
+        .await?
+        });
+        let mut rows = ProjectRows::default();
+        for (name, value) in in_use {
+            rows.in_use.insert(resource(&name)?, value);
+        }
+        for (owner, name, value) in limits {
+            let target = if owner == DEFAULTS_STREAM {
+                &mut rows.defaults
+            } else {
+                &mut rows.overrides
+            };
+            target.insert(resource(&name)?, value);
+        }
+        for (deltas,) in holds {
+            rows.holds
+                .push(parse_deltas(&deltas).ok_or_else(|| corrupt("reservation deltas"))?);
+        }
+        Ok(rows)
+    }
+
+    pub(crate) async fn audit_page(
+        &mut self,
+        generation: i64,
+        project: &str,
+        filter: &crate::audit::Filter,
+    ) -> Result<Vec<AuditRecord>, ProjectionError> {
+        Ok(on_tx!(self, |c, DB| {
+            let mut q = QueryBuilder::<DB>::new(
+                "SELECT position, version, at_ms, event_type, reservation_id, deltas, actor, request_id, reason, usage_after \
+                 FROM audit_entries WHERE generation = ",
+            );
+            q.push_bind(generation)
+                .push(" AND project = ")
+                .push_bind(project);
+            q.push(" AND position > ").push_bind(filter.after);
+            if let Some(since) = filter.since_ms {
+                q.push(" AND at_ms >= ").push_bind(since);
+            }
+            if let Some(until) = filter.until_ms {
+                q.push(" AND at_ms <= ").push_bind(until);
+            }
+            if let Some(t) = &filter.event_type {
+                q.push(" AND event_type = ").push_bind(t.as_str());
+            }
+            if let Some(r) = &filter.reservation {
+                q.push(" AND reservation_id = ").push_bind(r.as_str());
+            }
+            if let Some(a) = &filter.actor {
+                q.push(" AND actor = ").push_bind(a.as_str());
+            }
+            q.push(" ORDER BY position LIMIT ").push_bind(filter.limit);
+            q.build_query_as::<AuditRecord>().fetch_all(&mut *c).await?
+        }))
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum NumberTable {
+    InUse,
+    Limits,
+}
+
+/// One slice of a full state to write.
+#[derive(Default)]
+pub(crate) struct FullPart<'a> {
+    pub in_use: Vec<(&'a str, &'a ResourceName, i64)>,
+    pub limits: Vec<(&'a str, &'a ResourceName, i64)>,
+    pub reservations: Vec<(&'a str, ReservationId, bool, &'a Kept)>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct ProjectRows {
+    pub in_use: BTreeMap<ResourceName, i64>,
+    pub overrides: BTreeMap<ResourceName, i64>,
+    pub defaults: BTreeMap<ResourceName, i64>,
+    pub holds: Vec<domain::Deltas>,
+}
+
+/// An audit row as read back.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct AuditRecord {
+    pub position: i64,
+    pub version: i64,
+    pub at_ms: i64,
+    pub event_type: String,
+    pub reservation_id: Option<String>,
+    pub deltas: Option<String>,
+    pub actor: Option<String>,
+    pub request_id: Option<String>,
+    pub reason: Option<String>,
+    pub usage_after: String,
+}
+
+fn stored_reservation(
+    (project, id, held, expires_at_ms, deltas): (String, String, i64, i64, String),
+) -> Result<StoredReservation, ProjectionError> {
+    Ok(StoredReservation {
+        project,
+        id: ReservationId::parse(&id).map_err(|_| corrupt("reservation id"))?,
+        held: held != 0,
+        kept: Kept {
+            expires_at_ms,
+            deltas: parse_deltas(&deltas).ok_or_else(|| corrupt("reservation deltas"))?,
+        },
+    })
+}

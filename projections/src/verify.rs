@@ -1,0 +1,257 @@
+//! Verify: replay every event with the domain's own fold (`ProjectState::apply`,
+//! `Defaults::apply`) and list every stored row of the views that differs. The views are
+//! folded by this crate's code; the replay is the domain's, so a bug in either shows.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use domain::{
+    Defaults, Event, ProjectId, ProjectState, ReservationId, ReservationStatus, DEFAULTS_STREAM,
+};
+
+use crate::checkpoint::{head_of, AUDIT, USAGE};
+use crate::fold::{decode, owner, Owner};
+use crate::rebuild::Pages;
+use crate::tables::NumberTable;
+use crate::{Difference, Inner, ProjectionError};
+
+type Key = (String, String);
+
+/// Per project and resource, the numbers verify compares.
+#[derive(Default)]
+struct Numbers {
+    in_use: BTreeMap<Key, i64>,
+    limits: BTreeMap<Key, i64>,
+    /// Sum of positive deltas of held reservations (whatever their expiry: expiry is applied
+    /// at query time, so the stored holds must match exactly).
+    held_reserved: BTreeMap<Key, i64>,
+    /// Count of held and of committed reservations per project (resource "").
+    held_count: BTreeMap<Key, i64>,
+    committed_count: BTreeMap<Key, i64>,
+}
+
+fn add(map: &mut BTreeMap<Key, i64>, project: &str, resource: &str, value: i64) {
+    let entry = map
+        .entry((project.to_owned(), resource.to_owned()))
+        .or_default();
+    *entry = entry.saturating_add(value);
+}
+
+impl Inner {
+    pub(crate) async fn verify(&self) -> Result<Vec<Difference>, ProjectionError> {
+        // One snapshot of the stored views and their checkpoints.
+        let mut tx = self.db.begin_read().await?;
+        let heads = tx.heads().await?;
+        let (Some(usage), Some(audit)) = (
+            head_of(&heads, USAGE).cloned(),
+            head_of(&heads, AUDIT).cloned(),
+        ) else {
+            return Err(ProjectionError::CorruptView(
+                "projection bookkeeping rows are missing".into(),
+            ));
+        };
+        let mut stored = Numbers::default();
+        for (project, resource, value) in
+            tx.all_numbers(NumberTable::InUse, usage.generation).await?
+        {
+            add(&mut stored.in_use, &project, &resource, value);
+        }
+        for (project, resource, value) in tx
+            .all_numbers(NumberTable::Limits, usage.generation)
+            .await?
+        {
+            add(&mut stored.limits, &project, &resource, value);
+        }
+        for r in tx.all_reservations(usage.generation).await? {
+            if r.held {
+                add(&mut stored.held_count, &r.project, "", 1);
+                for (resource, delta) in r.kept.deltas.iter().filter(|(_, d)| *d > 0) {
+                    add(
+                        &mut stored.held_reserved,
+                        &r.project,
+                        resource.as_str(),
+                        delta,
+                    );
+                }
+            } else {
+                add(&mut stored.committed_count, &r.project, "", 1);
+            }
+        }
+        let stored_positions: BTreeSet<i64> = tx
+            .audit_positions(audit.generation)
+            .await?
+            .into_iter()
+            .collect();
+        tx.rollback().await?;
+
+        // The replay, cut at each view's checkpoint.
+        let mut defaults = Defaults::default();
+        let mut projects: HashMap<String, (ProjectState, BTreeSet<ReservationId>)> = HashMap::new();
+        let mut expected_positions = BTreeSet::new();
+        let until = usage.position.max(audit.position);
+        let mut pages = Pages::new(self.store.clone(), 0, until);
+        while let Some(page) = pages.next().await? {
+            for recorded in &page {
+                let Some(event) = decode(recorded) else {
+                    continue;
+                };
+                let owner = owner(&recorded.stream);
+                if recorded.position <= audit.position && !matches!(owner, Owner::Other) {
+                    expected_positions.insert(crate::db::to_i64(recorded.position));
+                }
+                if recorded.position > usage.position {
+                    continue;
+                }
+                match owner {
+                    Owner::Defaults => defaults.apply(&event),
+                    Owner::Project(project) => {
+                        let Some(id) = ProjectId::from_stream(&recorded.stream) else {
+                            continue;
+                        };
+                        let (state, ids) = projects
+                            .entry(project)
+                            .or_insert_with(|| (ProjectState::new(id), BTreeSet::new()));
+                        if let Event::ReservationRequested { reservation_id, .. } = &event {
+                            ids.insert(*reservation_id);
+                        }
+                        state.apply(&event, recorded.event.recorded_at);
+                    }
+                    Owner::Other => {}
+                }
+            }
+        }
+        let mut expected = Numbers::default();
+        for (resource, limit) in &defaults.limits {
+            add(
+                &mut expected.limits,
+                DEFAULTS_STREAM,
+                resource.as_str(),
+                limit.value(),
+            );
+        }
+        for (project, (state, ids)) in &projects {
+            for (resource, limit) in &state.overrides {
+                add(
+                    &mut expected.limits,
+                    project,
+                    resource.as_str(),
+                    limit.value(),
+                );
+            }
+            let mut resources: BTreeSet<String> = stored
+                .in_use
+                .keys()
+                .filter(|(p, _)| p == project)
+                .map(|(_, r)| r.clone())
+                .collect();
+            for id in ids {
+                if let Some(r) = state.reservation(id) {
+                    resources.extend(r.deltas.as_map().keys().map(|k| k.as_str().to_owned()));
+                    match r.status {
+                        ReservationStatus::Held => {
+                            add(&mut expected.held_count, project, "", 1);
+                            for (resource, delta) in r.deltas.iter().filter(|(_, d)| *d > 0) {
+                                add(
+                                    &mut expected.held_reserved,
+                                    project,
+                                    resource.as_str(),
+                                    delta,
+                                );
+                            }
+                        }
+                        ReservationStatus::Committed => {
+                            add(&mut expected.committed_count, project, "", 1)
+                        }
+                        ReservationStatus::Released(_) => {}
+                    }
+                }
+            }
+            for resource in resources {
+                if let Ok(name) = domain::ResourceName::parse(&resource) {
+                    add(
+                        &mut expected.in_use,
+                        project,
+                        &resource,
+                        state.in_use(&name),
+                    );
+                }
+            }
+        }
+
+        let mut differences = Vec::new();
+        compare(
+            &mut differences,
+            "in_use",
+            &stored.in_use,
+            &expected.in_use,
+            true,
+        );
+        compare(
+            &mut differences,
+            "limit",
+            &stored.limits,
+            &expected.limits,
+            false,
+        );
+        compare(
+            &mut differences,
+            "reserved_by_holds",
+            &stored.held_reserved,
+            &expected.held_reserved,
+            true,
+        );
+        compare(
+            &mut differences,
+            "held_reservations",
+            &stored.held_count,
+            &expected.held_count,
+            true,
+        );
+        compare(
+            &mut differences,
+            "committed_reservations",
+            &stored.committed_count,
+            &expected.committed_count,
+            true,
+        );
+        for position in stored_positions.symmetric_difference(&expected_positions) {
+            differences.push(Difference {
+                view: AUDIT.into(),
+                project: String::new(),
+                resource: String::new(),
+                field: "position".into(),
+                stored: stored_positions.contains(position).then_some(*position),
+                expected: expected_positions.contains(position).then_some(*position),
+            });
+        }
+        Ok(differences)
+    }
+}
+
+/// Lists every key whose values differ; with `zero_is_absent`, a missing row equals 0.
+fn compare(
+    out: &mut Vec<Difference>,
+    field: &str,
+    stored: &BTreeMap<Key, i64>,
+    expected: &BTreeMap<Key, i64>,
+    zero_is_absent: bool,
+) {
+    let keys: BTreeSet<&Key> = stored.keys().chain(expected.keys()).collect();
+    for key in keys {
+        let (s, e) = (stored.get(key).copied(), expected.get(key).copied());
+        let same = if zero_is_absent {
+            s.unwrap_or(0) == e.unwrap_or(0)
+        } else {
+            s == e
+        };
+        if !same {
+            out.push(Difference {
+                view: USAGE.into(),
+                project: key.0.clone(),
+                resource: key.1.clone(),
+                field: field.into(),
+                stored: s,
+                expected: e,
+            });
+        }
+    }
+}
