@@ -219,8 +219,12 @@ impl From<ProjectionError> for ApiError {
             ProjectionError::Timeout {
                 wanted, reached, ..
             } => ApiError::NotCaughtUp { wanted, reached },
-            undecodable @ ProjectionError::Undecodable { .. } => {
-                ApiError::Internal(undecodable.to_string())
+            ProjectionError::Database(cause) => {
+                tracing::warn!(%cause, "the views' database failed");
+                ApiError::StoreUnavailable
+            }
+            internal @ (ProjectionError::Undecodable { .. } | ProjectionError::CorruptView(_)) => {
+                ApiError::Internal(internal.to_string())
             }
         }
     }

@@ -1,0 +1,293 @@
+//! End-to-end: the rows of SPEC.md answered by the read side: usage (now, at a time, with
+//! `min_position`), audit (filters, paging) and the admin projection endpoints, on SQLite and
+//! PostgreSQL. Each row is its own test, so one failing view does not hide the others.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{postgres_store, sqlite_store, Api, Server, StoreUrl};
+use serde_json::{json, Value};
+
+async fn server_on(store: Option<StoreUrl>) -> Option<(StoreUrl, Server)> {
+    let store = store?;
+    let server = Server::start(&store);
+    Some((store, server))
+}
+
+/// A boot and a denial on `project`; returns (reserve answer, commit answer).
+async fn boot(api: &Api, project: &str) -> (Value, Value) {
+    api.set_defaults(json!({"instances": 2, "cores": 8, "ram": -1}))
+        .await;
+    let reserved = api
+        .post(
+            &format!("/v1/projects/{project}/reservations"),
+            json!({"deltas": {"instances": 1, "cores": 2, "ram": 4096}, "actor": "alice", "request_id": "req-1"}),
+        )
+        .await;
+    let reserved = reserved.assert_status(201).clone();
+    let id = reserved["reservation_id"].as_str().expect("id").to_owned();
+    let committed = api.commit(project, &id).await.assert_status(200).clone();
+    api.reserve(project, json!({"instances": 5}))
+        .await
+        .assert_problem(403, "over-quota");
+    (reserved, committed)
+}
+
+fn position(value: &Value) -> u64 {
+    value["position"].as_u64().expect("position")
+}
+
+async fn usage_now(api: &Api) {
+    let (_, committed) = boot(api, "acme").await;
+    let held = api.reserve("acme", json!({"cores": 3})).await;
+    let after = position(held.assert_status(201));
+    let usage = api
+        .get(&format!("/v1/projects/acme/usage?min_position={after}"))
+        .await;
+    let body = usage.assert_status(200);
+    assert_eq!(body["project"], "acme");
+    assert!(position(body) >= after);
+    assert_eq!(
+        body["resources"]["instances"],
+        json!({"limit": 2, "in_use": 1, "reserved": 0, "headroom": 1})
+    );
+    assert_eq!(
+        body["resources"]["cores"],
+        json!({"limit": 8, "in_use": 2, "reserved": 3, "headroom": 3})
+    );
+    let ram = &body["resources"]["ram"];
+    assert_eq!(
+        (ram["limit"].clone(), ram["in_use"].clone()),
+        (json!(-1), json!(4096))
+    );
+    assert!(
+        ram.get("headroom").is_none_or(Value::is_null),
+        "unlimited: {ram}"
+    );
+    assert!(position(&committed) <= position(body));
+}
+
+async fn usage_at_a_time(api: &Api) {
+    api.set_defaults(json!({"instances": 5})).await;
+    let first = api.reserve("history", json!({"instances": 1})).await;
+    let id = first.body["reservation_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    api.commit("history", &id).await.assert_status(200);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let between = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = api.reserve("history", json!({"instances": 2})).await;
+    let id = second.body["reservation_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let last = api.commit("history", &id).await;
+    let last = position(last.assert_status(200));
+
+    let then = api
+        .get(&format!(
+            "/v1/projects/history/usage?at={between}&min_position={last}"
+        ))
+        .await;
+    assert_eq!(
+        then.assert_status(200)["resources"]["instances"]["in_use"],
+        1
+    );
+    let now = api
+        .get(&format!("/v1/projects/history/usage?min_position={last}"))
+        .await;
+    assert_eq!(
+        now.assert_status(200)["resources"]["instances"]["in_use"],
+        3
+    );
+}
+
+async fn min_position_too_far(api: &Api) {
+    let answer = api
+        .get("/v1/projects/acme/usage?min_position=999999999")
+        .await;
+    answer.assert_problem(503, "not-caught-up");
+    assert!(answer.headers.get("retry-after").is_some());
+}
+
+async fn audit_trail(api: &Api) {
+    let (reserved, committed) = boot(api, "audited").await;
+    let id = reserved["reservation_id"].as_str().expect("id").to_owned();
+    let after = position(&committed) + 1;
+    let page = api
+        .get(&format!("/v1/projects/audited/audit?min_position={after}"))
+        .await;
+    let body = page.assert_status(200);
+    let entries = body["entries"].as_array().expect("entries");
+    let types: Vec<&str> = entries.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "ReservationRequested",
+            "ReservationCommitted",
+            "ReservationDenied"
+        ],
+        "{body}"
+    );
+    let requested = &entries[0];
+    for field in [
+        "position",
+        "version",
+        "at",
+        "type",
+        "reservation_id",
+        "deltas",
+        "actor",
+        "request_id",
+        "reason",
+        "usage_after",
+    ] {
+        assert!(
+            requested.get(field).is_some(),
+            "audit entries have {field}: {requested}"
+        );
+    }
+    assert_eq!(requested["reservation_id"], id.as_str());
+    assert_eq!(requested["actor"], "alice");
+    assert_eq!(requested["request_id"], "req-1");
+    assert_eq!(
+        requested["deltas"],
+        json!({"instances": 1, "cores": 2, "ram": 4096})
+    );
+    assert_eq!(requested["version"], 0);
+    assert_eq!(requested["position"], reserved["position"]);
+    assert_eq!(
+        entries[1]["usage_after"]["instances"],
+        json!({"in_use": 1, "reserved": 0})
+    );
+
+    // Filters.
+    let denied = api
+        .get("/v1/projects/audited/audit?type=ReservationDenied")
+        .await;
+    let denied = denied.assert_status(200)["entries"]
+        .as_array()
+        .expect("entries")
+        .clone();
+    assert_eq!(denied.len(), 1);
+    let by_id = api
+        .get(&format!("/v1/projects/audited/audit?reservation={id}"))
+        .await;
+    assert_eq!(
+        by_id.assert_status(200)["entries"].as_array().map(Vec::len),
+        Some(2)
+    );
+    let by_actor = api.get("/v1/projects/audited/audit?actor=alice").await;
+    assert_eq!(
+        by_actor.assert_status(200)["entries"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    let future = api
+        .get("/v1/projects/audited/audit?since=2999-01-01T00:00:00Z")
+        .await;
+    assert_eq!(future.assert_status(200)["entries"], json!([]));
+    let past = api
+        .get("/v1/projects/audited/audit?until=2000-01-01T00:00:00Z")
+        .await;
+    assert_eq!(past.assert_status(200)["entries"], json!([]));
+
+    // Paging: two entries a page, following `next`.
+    let mut seen = vec![];
+    let mut path = "/v1/projects/audited/audit?limit=2".to_owned();
+    loop {
+        let page = api.get(&path).await;
+        let body = page.assert_status(200).clone();
+        let entries = body["entries"].as_array().expect("entries");
+        assert!(entries.len() <= 2);
+        seen.extend(entries.iter().map(position));
+        match body["next"].as_str() {
+            Some(next) => path = format!("/v1/projects/audited/audit?limit=2&cursor={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 3);
+    assert!(seen.windows(2).all(|w| w[0] < w[1]));
+    api.get("/v1/projects/audited/audit?cursor=garbage!")
+        .await
+        .assert_problem(400, "invalid-request");
+}
+
+async fn admin_projections(api: &Api) {
+    let (_, committed) = boot(api, "admin").await;
+    let wanted = position(&committed);
+    api.get(&format!("/v1/projects/admin/usage?min_position={wanted}"))
+        .await
+        .assert_status(200);
+    let list = api.get("/v1/admin/projections").await;
+    let views = list.assert_status(200).as_array().expect("list").clone();
+    let mut names: Vec<&str> = views.iter().filter_map(|v| v["name"].as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["audit", "usage"]);
+    for view in &views {
+        let (position, head, lag) = (
+            view["position"].as_u64().expect("position"),
+            view["head"].as_u64().expect("head"),
+            view["lag"].as_u64().expect("lag"),
+        );
+        assert!(
+            head >= wanted && position <= head && lag == head - position,
+            "{view}"
+        );
+    }
+
+    let before = api.get("/v1/projects/admin/usage").await.body;
+    let accepted = api.post_empty("/v1/admin/projections/usage/rebuild").await;
+    assert_eq!(accepted.status, 202, "{accepted:?}");
+    // No downtime: reads keep answering during and after the rebuild, with the same result.
+    for _ in 0..20 {
+        let during = api.get("/v1/projects/admin/usage").await;
+        assert_eq!(during.assert_status(200)["resources"], before["resources"]);
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        api.post_empty("/v1/admin/projections/audit/rebuild")
+            .await
+            .status,
+        202
+    );
+    api.post_empty("/v1/admin/projections/nope/rebuild")
+        .await
+        .assert_problem(404, "not-found");
+}
+
+macro_rules! view_tests {
+    ($check:ident, $sqlite:ident, $postgres:ident) => {
+        #[tokio::test]
+        async fn $sqlite() {
+            if let Some((_store, server)) = server_on(Some(sqlite_store())).await {
+                $check(&server.client()).await;
+            }
+        }
+
+        #[tokio::test]
+        async fn $postgres() {
+            if let Some((_store, server)) = server_on(postgres_store().await).await {
+                $check(&server.client()).await;
+            }
+        }
+    };
+}
+
+view_tests!(usage_now, usage_sqlite, usage_postgres);
+view_tests!(usage_at_a_time, usage_at_sqlite, usage_at_postgres);
+view_tests!(
+    min_position_too_far,
+    min_position_sqlite,
+    min_position_postgres
+);
+view_tests!(audit_trail, audit_sqlite, audit_postgres);
+view_tests!(
+    admin_projections,
+    admin_projections_sqlite,
+    admin_projections_postgres
+);
