@@ -233,3 +233,167 @@ async fn the_default_store_is_a_file_in_the_working_directory() {
     let _ = child.wait();
     assert!(dir.path().join("quota.db").exists());
 }
+
+/// Runs the `quota` command line; returns (exit success, stdout, stderr).
+fn quota(args: &[&str], url: &str) -> (bool, String, String) {
+    let output = std::process::Command::new(common::BINARY)
+        .args(args)
+        .env("QUOTA_URL", url)
+        .env_remove("QUOTA_TOKEN")
+        .env_remove("QUOTA_STORE")
+        .output()
+        .expect("run quota");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The same, off the async runtime's threads (the command blocks until it exits).
+async fn cli(url: &str, args: Vec<&str>) -> (bool, String, String) {
+    let url = url.to_owned();
+    let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        quota(&args, &url)
+    })
+    .await
+    .expect("run quota")
+}
+
+fn json_of(stdout: &str) -> serde_json::Value {
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+#[tokio::test]
+async fn cli_clients_and_projection_tools() {
+    let store = sqlite_store();
+    let server = Server::start(&store);
+    let url = server.url.clone();
+
+    let (ok, out, err) = cli(
+        &url,
+        vec!["defaults", "set", "instances=2", "cores=8", "ram=-1"],
+    )
+    .await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("RESOURCE") && out.contains("instances"),
+        "{out}"
+    );
+
+    let (ok, out, err) = cli(
+        &url,
+        vec![
+            "--json",
+            "reserve",
+            "acme",
+            "instances=1",
+            "cores=2",
+            "--actor",
+            "cli-test",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let reservation = json_of(&out);
+    assert_eq!(reservation["status"], "held");
+    let id = reservation["reservation_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let id = id.as_str();
+
+    let (ok, out, err) = cli(&url, vec!["commit", "acme", id]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("committed"), "{out}");
+
+    let (ok, out, _) = cli(&url, vec!["reservation", "acme", id]).await;
+    assert!(ok && out.contains("committed"), "{out}");
+
+    // A refusal: exit 1, the problem on stderr.
+    let (ok, _, err) = cli(&url, vec!["reserve", "acme", "instances=5"]).await;
+    assert!(!ok);
+    assert!(
+        err.contains("over-quota (403)") && err.contains("overs"),
+        "{err}"
+    );
+    let (ok, out, _) = cli(&url, vec!["--json", "reserve", "acme", "instances=5"]).await;
+    assert!(!ok);
+    assert_eq!(json_of(&out)["status"], 403, "--json prints the problem");
+
+    let (ok, out, err) = cli(&url, vec!["limits", "set", "acme", "instances=1"]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("instances"), "{out}");
+    let (ok, out, _) = cli(&url, vec!["limits", "get", "acme"]).await;
+    assert!(
+        ok && out.contains("SOURCE") && out.contains("project"),
+        "{out}"
+    );
+    let (ok, _, err) = cli(&url, vec!["limits", "reset", "acme"]).await;
+    assert!(ok, "{err}");
+    let (ok, out, _) = cli(&url, vec!["--json", "limits", "get", "acme"]).await;
+    assert!(ok);
+    assert_eq!(json_of(&out)["limits"]["instances"]["source"], "default");
+
+    let (ok, out, err) = cli(&url, vec!["--json", "usage", "acme", "--min-position", "1"]).await;
+    assert!(ok, "{err}");
+    assert!(
+        json_of(&out)["resources"]["cores"]["limit"].is_i64(),
+        "{out}"
+    );
+    let (ok, out, err) = cli(&url, vec!["usage", "acme", "--at", "2000-01-01T00:00:00Z"]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("IN_USE"), "{out}");
+
+    let (ok, out, err) = cli(&url, vec!["audit", "acme", "--actor", "cli-test"]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("ReservationRequested"), "{out}");
+    let (ok, out, _) = cli(
+        &url,
+        vec!["--json", "audit", "acme", "--type", "ReservationDenied"],
+    )
+    .await;
+    assert!(ok);
+    assert_eq!(json_of(&out)["entries"].as_array().map(Vec::len), Some(2));
+
+    let (ok, out, err) = cli(&url, vec!["projections", "status"]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("usage") && out.contains("LAG"), "{out}");
+
+    // Clear errors for bad input and an unreachable server.
+    let (ok, _, err) = cli(&url, vec!["reserve", "acme", "instances"]).await;
+    assert!(!ok && err.contains("RESOURCE=NUMBER"), "{err}");
+    let (ok, _, err) = cli("http://127.0.0.1:9", vec!["defaults", "get"]).await;
+    assert!(!ok && err.contains("cannot reach"), "{err}");
+
+    // The projection tools open the store directly.
+    assert!(server.terminate());
+    let (ok, out, err) = cli(
+        "http://127.0.0.1:9",
+        vec!["projections", "verify", "--store", &store.url],
+    )
+    .await;
+    assert!(ok, "verify: {out}{err}");
+    let (ok, out, err) = cli(
+        "http://127.0.0.1:9",
+        vec!["projections", "rebuild", "--store", &store.url],
+    )
+    .await;
+    assert!(ok, "rebuild: {out}{err}");
+    assert!(out.contains("rebuilt"), "{out}");
+    let (ok, _, err) = cli(
+        "http://127.0.0.1:9",
+        vec![
+            "projections",
+            "rebuild",
+            "--name",
+            "nope",
+            "--store",
+            &store.url,
+        ],
+    )
+    .await;
+    assert!(!ok && err.contains("no projection named"), "{err}");
+}

@@ -66,6 +66,12 @@ async fn usage_now(api: &Api) {
         "unlimited: {ram}"
     );
     assert!(position(&committed) <= position(body));
+
+    // Without min_position a node still shows a client its own writes.
+    let more = api.reserve("acme", json!({"cores": 1})).await;
+    more.assert_status(201);
+    let plain = api.get("/v1/projects/acme/usage").await;
+    assert_eq!(plain.assert_status(200)["resources"]["cores"]["reserved"], 4);
 }
 
 async fn usage_at_a_time(api: &Api) {

@@ -123,6 +123,10 @@ trait Driver: Send + Sync {
     async fn reserve(&self, project: &ProjectId) -> Answer;
     async fn commit(&self, project: &ProjectId, id: ReservationId) -> Answer;
     fn conflicts(&self) -> u64;
+    /// A line about the write path, for the progress output.
+    fn describe(&self) -> Option<String> {
+        None
+    }
 }
 
 struct InProcess {
@@ -187,6 +191,17 @@ impl Driver for InProcess {
 
     fn conflicts(&self) -> u64 {
         self.ledger.stats().conflicts.load(Ordering::Relaxed)
+    }
+
+    fn describe(&self) -> Option<String> {
+        let stats = self.ledger.stats();
+        let batches = stats.batches.load(Ordering::Relaxed).max(1);
+        Some(format!(
+            "{batches} group commits, {:.1} decisions and {:.1} events each, {:.2} ms each",
+            stats.batch_appends.load(Ordering::Relaxed) as f64 / batches as f64,
+            stats.batch_events.load(Ordering::Relaxed) as f64 / batches as f64,
+            stats.batch_micros.load(Ordering::Relaxed) as f64 / batches as f64 / 1000.0,
+        ))
     }
 }
 
@@ -583,6 +598,9 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
         0
     };
     eprintln!("bench: {boots} boots, {decisions} decisions in {elapsed:.1} s; verifying");
+    if let Some(line) = driver.describe() {
+        eprintln!("bench: {line}");
+    }
 
     let verified = if args.skip_verify {
         false

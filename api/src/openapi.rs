@@ -67,3 +67,32 @@ impl Modify for BearerAuth {
 pub fn document() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::ProblemCode;
+
+    #[test]
+    fn the_document_has_every_route_of_the_router_and_every_problem_code() {
+        let doc = serde_json::to_value(document()).expect("serialisable");
+        let paths = doc["paths"].as_object().expect("paths");
+        // The router's routes, as registered in server.rs.
+        let source = include_str!("server.rs");
+        let routes: Vec<&str> = source
+            .split(".route(")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').nth(1))
+            .collect();
+        assert!(routes.len() >= 13, "{routes:?}");
+        for route in routes {
+            assert!(paths.contains_key(route), "OpenAPI lacks {route}");
+        }
+        let codes = &doc["components"]["schemas"]["ProblemCode"];
+        let text = codes.to_string();
+        for code in ProblemCode::ALL {
+            assert!(text.contains(code.as_str()), "ProblemCode schema lacks {}", code.as_str());
+        }
+        assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+    }
+}

@@ -174,7 +174,7 @@ pub async fn get_audit(
     let min_position = params.min_position;
     let query = audit_query(params)?;
     let projections = running(&state)?;
-    catch_up(projections, min_position).await?;
+    catch_up(&state, projections, min_position).await?;
     let page = projections.audit(&project, &query).await?;
     Ok(Json(AuditResponse {
         entries: page.entries.into_iter().map(Into::into).collect(),

@@ -79,13 +79,26 @@ pub fn running(state: &AppState) -> Result<&Arc<Projections>, ApiError> {
         .ok_or(ApiError::ProjectionsUnavailable)
 }
 
-/// Waits for `min_position`, if asked, for read-your-writes.
+/// How long a read without `min_position` waits for this node's own last write to reach the
+/// views before answering with what they have.
+pub const OWN_WRITES_WAIT: Duration = Duration::from_secs(1);
+
+/// Read-your-writes. With `min_position`, waits for it (up to 5 s, else 503 `not-caught-up`).
+/// Without, waits briefly for the last write this node made, so a client talking to one node
+/// sees its own writes without asking; on timeout it answers from the views as they are.
 pub async fn catch_up(
+    state: &AppState,
     projections: &Projections,
     min_position: Option<u64>,
 ) -> Result<(), ApiError> {
-    if let Some(position) = min_position {
-        projections.wait_for(position, MIN_POSITION_WAIT).await?;
+    match min_position {
+        Some(position) => projections.wait_for(position, MIN_POSITION_WAIT).await?,
+        None => {
+            let own_head = *state.ledger.store().watch_head().borrow();
+            if let Err(error) = projections.wait_for(own_head, OWN_WRITES_WAIT).await {
+                tracing::debug!(%error, "answering from views behind this node's last write");
+            }
+        }
     }
     Ok(())
 }
@@ -112,7 +125,7 @@ pub async fn get_usage(
         .map(|raw| parse_time("at", raw))
         .transpose()?;
     let projections = running(&state)?;
-    catch_up(projections, query.min_position).await?;
+    catch_up(&state, projections, query.min_position).await?;
     let report = match at {
         Some(at) => projections.usage_at(&project, at).await?,
         None => {
