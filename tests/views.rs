@@ -71,7 +71,10 @@ async fn usage_now(api: &Api) {
     let more = api.reserve("acme", json!({"cores": 1})).await;
     more.assert_status(201);
     let plain = api.get("/v1/projects/acme/usage").await;
-    assert_eq!(plain.assert_status(200)["resources"]["cores"]["reserved"], 4);
+    assert_eq!(
+        plain.assert_status(200)["resources"]["cores"]["reserved"],
+        4
+    );
 }
 
 async fn usage_at_a_time(api: &Api) {

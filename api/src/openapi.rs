@@ -91,7 +91,11 @@ mod tests {
         let codes = &doc["components"]["schemas"]["ProblemCode"];
         let text = codes.to_string();
         for code in ProblemCode::ALL {
-            assert!(text.contains(code.as_str()), "ProblemCode schema lacks {}", code.as_str());
+            assert!(
+                text.contains(code.as_str()),
+                "ProblemCode schema lacks {}",
+                code.as_str()
+            );
         }
         assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
     }
