@@ -309,4 +309,34 @@ mod tests {
             assert_eq!(problem.code.as_str(), code);
         }
     }
+
+    #[test]
+    fn unavailable_stores_and_contention_are_retryable_503s() {
+        let unavailable: ApiError = LedgerError::Store(StoreError::Unavailable(
+            "connection refused to 10.0.0.5:5432".into(),
+        ))
+        .into();
+        let problem = unavailable.to_problem();
+        assert_eq!(problem.code.as_str(), "store-unavailable");
+        assert_eq!(problem.code.status().as_u16(), 503);
+        assert_eq!(problem.retry_after, Some(1));
+        assert!(!problem.body().to_string().contains("10.0.0.5"));
+
+        let contention: ApiError = LedgerError::Contention {
+            stream: "project-acme".into(),
+            attempts: 17,
+        }
+        .into();
+        let problem = contention.to_problem();
+        assert_eq!(
+            (problem.code.as_str(), problem.retry_after),
+            ("contention", Some(1))
+        );
+
+        let views: ApiError =
+            ProjectionError::Database("relation usage_rows does not exist".into()).into();
+        let body = views.to_problem().body();
+        assert_eq!(body["status"], 503);
+        assert!(!body.to_string().contains("relation"));
+    }
 }

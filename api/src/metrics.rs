@@ -26,7 +26,73 @@ pub fn install() -> PrometheusHandle {
     if metrics::set_global_recorder(recorder).is_err() {
         tracing::debug!("a metrics recorder is already installed");
     }
+    describe();
     handle
+}
+
+/// The `# HELP` lines.
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        "quota_http_requests_total",
+        "HTTP requests by method, route template and status"
+    );
+    describe_histogram!(
+        "quota_http_request_duration_seconds",
+        Unit::Seconds,
+        "HTTP request latency by method and route template"
+    );
+    describe_counter!(
+        "quota_decisions_total",
+        "Write decisions by command and outcome (granted, or the problem code)"
+    );
+    describe_counter!(
+        "quota_ledger_decisions_total",
+        "Decisions taken by the ledger pipeline"
+    );
+    describe_counter!(
+        "quota_ledger_conflicts_total",
+        "Expected-version conflicts (another node wrote the stream first)"
+    );
+    describe_counter!("quota_ledger_append_batches_total", "Group commits written");
+    describe_counter!(
+        "quota_ledger_append_batch_appends_total",
+        "Stream appends written in group commits"
+    );
+    describe_counter!(
+        "quota_ledger_append_batch_events_total",
+        "Events written in group commits"
+    );
+    describe_gauge!(
+        "quota_ledger_append_seconds_total",
+        Unit::Seconds,
+        "Time spent writing group commits"
+    );
+    describe_gauge!(
+        "quota_ledger_append_batch_size_mean",
+        "Mean appends per group commit"
+    );
+    describe_gauge!(
+        "quota_ledger_append_latency_mean_seconds",
+        Unit::Seconds,
+        "Mean time to write one group commit"
+    );
+    describe_gauge!(
+        "quota_ledger_cached_projects",
+        "Projects whose state is cached in memory"
+    );
+    describe_gauge!(
+        "quota_projection_lag",
+        "Events the view is behind the store's head"
+    );
+    describe_gauge!(
+        "quota_projection_position",
+        "Last position the view applied"
+    );
+    describe_gauge!(
+        "quota_projection_head",
+        "The store's head as the view last saw it"
+    );
 }
 
 /// Middleware: counts every request by method, route template and status, and times it.
