@@ -376,6 +376,41 @@ async fn cli_clients_and_projection_tools() {
     )
     .await;
     assert!(ok, "verify: {out}{err}");
+
+    // Damage the usage view behind the service's back: verify names it, rebuild repairs it.
+    let pool = sqlx::SqlitePool::connect(&store.url)
+        .await
+        .expect("open the database");
+    let damaged = sqlx::query("UPDATE usage_in_use SET in_use = in_use + 7 WHERE project = 'acme'")
+        .execute(&pool)
+        .await
+        .expect("damage the view");
+    assert!(damaged.rows_affected() > 0);
+    pool.close().await;
+    let (ok, out, err) = cli(
+        "http://127.0.0.1:9",
+        vec!["projections", "verify", "--store", &store.url],
+    )
+    .await;
+    assert!(!ok, "verify finds the damage: {out}");
+    assert!(
+        out.contains("acme") && err.contains("difference"),
+        "{out}{err}"
+    );
+    let (ok, _, _) = cli(
+        "http://127.0.0.1:9",
+        vec![
+            "projections",
+            "verify",
+            "--name",
+            "audit",
+            "--store",
+            &store.url,
+        ],
+    )
+    .await;
+    assert!(ok, "the audit view is intact");
+
     let (ok, out, err) = cli(
         "http://127.0.0.1:9",
         vec!["projections", "rebuild", "--store", &store.url],
@@ -383,6 +418,12 @@ async fn cli_clients_and_projection_tools() {
     .await;
     assert!(ok, "rebuild: {out}{err}");
     assert!(out.contains("rebuilt"), "{out}");
+    let (ok, out, err) = cli(
+        "http://127.0.0.1:9",
+        vec!["projections", "verify", "--store", &store.url],
+    )
+    .await;
+    assert!(ok, "repaired: {out}{err}");
     let (ok, _, err) = cli(
         "http://127.0.0.1:9",
         vec![

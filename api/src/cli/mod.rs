@@ -169,6 +169,9 @@ pub enum ProjectionsCommand {
     },
     /// Replay the events and print every difference from the stored views; exit 1 if any.
     Verify {
+        /// Only this view's differences (`usage` or `audit`).
+        #[arg(long)]
+        name: Option<String>,
         #[arg(long, env = "QUOTA_STORE", default_value = DEFAULT_STORE)]
         store: String,
     },
@@ -362,8 +365,8 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Projections(ProjectionsCommand::Rebuild { name, store }) => {
             rebuild(name, &store).await
         }
-        Command::Projections(ProjectionsCommand::Verify { store }) => {
-            verify(&store, out.json).await
+        Command::Projections(ProjectionsCommand::Verify { name, store }) => {
+            verify(name, &store, out.json).await
         }
     }
 }
@@ -413,15 +416,20 @@ async fn open_projections(url: &str) -> Result<std::sync::Arc<projections::Proje
         .map_err(|e| CliError::new(format!("cannot open the views: {e}")))
 }
 
-async fn rebuild(name: Option<String>, store: &str) -> Result<(), CliError> {
-    if let Some(name) = &name {
-        if !projections::PROJECTION_NAMES.contains(&name.as_str()) {
-            return Err(CliError::new(format!(
+fn check_projection_name(name: &Option<String>) -> Result<(), CliError> {
+    match name {
+        Some(name) if !projections::PROJECTION_NAMES.contains(&name.as_str()) => {
+            Err(CliError::new(format!(
                 "no projection named {name:?}; known are {}",
                 projections::PROJECTION_NAMES.join(", ")
-            )));
+            )))
         }
+        _ => Ok(()),
     }
+}
+
+async fn rebuild(name: Option<String>, store: &str) -> Result<(), CliError> {
+    check_projection_name(&name)?;
     let views = open_projections(store).await?;
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
@@ -454,12 +462,16 @@ async fn rebuild(name: Option<String>, store: &str) -> Result<(), CliError> {
     }
 }
 
-async fn verify(store: &str, json_output: bool) -> Result<(), CliError> {
+async fn verify(name: Option<String>, store: &str, json_output: bool) -> Result<(), CliError> {
+    check_projection_name(&name)?;
     let views = open_projections(store).await?;
-    let differences = views
+    let mut differences = views
         .verify()
         .await
         .map_err(|e| CliError::new(format!("verify failed: {e}")))?;
+    if let Some(name) = &name {
+        differences.retain(|d| &d.view == name);
+    }
     if json_output {
         let rows: Vec<Value> = differences
             .iter()
