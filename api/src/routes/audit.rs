@@ -23,7 +23,7 @@ use crate::server::AppState;
 pub struct AuditParams {
     /// RFC 3339: entries recorded at or after this time.
     pub since: Option<String>,
-    /// RFC 3339: entries recorded before this time.
+    /// RFC 3339: entries recorded at or before this time.
     pub until: Option<String>,
     /// An event type, e.g. `ReservationDenied`.
     #[serde(rename = "type")]
