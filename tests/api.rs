@@ -438,3 +438,40 @@ async fn cli_clients_and_projection_tools() {
     .await;
     assert!(!ok && err.contains("no projection named"), "{err}");
 }
+
+/// When the database fails under it, the service answers 503 problems that name no SQL, and
+/// recovers nothing silently.
+#[tokio::test]
+async fn a_lost_database_is_a_503_without_sql() {
+    let Some(store) = postgres_store().await else {
+        return;
+    };
+    let server = Server::start(&store);
+    let api = server.client();
+    api.set_defaults(serde_json::json!({"instances": 5})).await;
+    api.reserve("doomed", serde_json::json!({"instances": 1}))
+        .await
+        .assert_status(201);
+
+    let (url, schema) = store.postgres.clone().expect("a PostgreSQL store");
+    let pool = sqlx::PgPool::connect(&url).await.expect("connect");
+    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&pool)
+        .await
+        .expect("drop the schema");
+    pool.close().await;
+
+    for answer in [
+        api.reserve("doomed", serde_json::json!({"instances": 1}))
+            .await,
+        api.get("/v1/projects/doomed/usage").await,
+        api.get("/v1/projects/doomed/audit").await,
+    ] {
+        answer.assert_problem(503, "store-unavailable");
+        assert!(answer.headers.get("retry-after").is_some(), "{answer:?}");
+        let text = answer.body.to_string().to_lowercase();
+        for leak in ["relation", "schema", "sql", "t_", "does not exist"] {
+            assert!(!text.contains(leak), "leaks {leak:?}: {text}");
+        }
+    }
+}

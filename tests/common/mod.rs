@@ -19,6 +19,8 @@ pub const BINARY: &str = env!("CARGO_BIN_EXE_quota");
 /// Where a server keeps its events.
 pub struct StoreUrl {
     pub url: String,
+    /// The PostgreSQL server and schema, for tests that reach behind the service's back.
+    pub postgres: Option<(String, String)>,
     /// Keeps the SQLite file's folder alive.
     _dir: Option<tempfile::TempDir>,
 }
@@ -28,6 +30,7 @@ pub fn sqlite_store() -> StoreUrl {
     let url = format!("sqlite://{}", dir.path().join("quota.db").display());
     StoreUrl {
         url,
+        postgres: None,
         _dir: Some(dir),
     }
 }
@@ -39,6 +42,7 @@ pub async fn postgres_store() -> Option<StoreUrl> {
     let schema = ledger::testing::postgres_schema(&server).await;
     Some(StoreUrl {
         url: ledger::testing::postgres_url_in(&server, &schema),
+        postgres: Some((server, schema)),
         _dir: None,
     })
 }
