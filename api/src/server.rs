@@ -144,6 +144,15 @@ pub struct ServeArgs {
     /// Allow running without tokens on a non-loopback address.
     #[arg(long)]
     pub insecure_open: bool,
+    /// Log lines as text for people or JSON for log collectors (level from RUST_LOG).
+    #[arg(long, value_enum, default_value = "text", env = "QUOTA_LOG_FORMAT")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// Resolves `listen` and checks that an open server stays on loopback.
