@@ -704,6 +704,7 @@ pub async fn bad_inputs(api: &Api) {
 pub async fn service_rows(api: &Api) {
     let health = api.get("/healthz").await;
     assert_eq!(health.assert_status(200)["status"], "ok");
+    assert_eq!(health.body["projections"], true);
     assert!(health.headers.get("x-request-id").is_some());
 
     let doc = api.get("/openapi.json").await;
@@ -749,6 +750,8 @@ pub async fn service_rows(api: &Api) {
         "quota_decisions_total",
         "quota_ledger_append_batches_total",
         "quota_ledger_conflicts_total",
+        "quota_ledger_append_batch_size_mean",
+        "quota_projection_lag",
     ] {
         assert!(text.contains(name), "metrics lack {name}:\n{text}");
     }
