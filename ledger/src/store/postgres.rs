@@ -154,47 +154,50 @@ impl EventStore for PostgresStore {
             .execute(&mut *tx)
             .await?;
 
+        // One read for everything the planner needs: the head, each stream's version (one
+        // index seek per stream; a GROUP BY would scan each stream's history) and which of the
+        // batch's event ids are stored already.
         let ids = plan::event_ids(batch);
-        let mut stored = HashMap::new();
-        if !ids.is_empty() {
-            let rows = sqlx::query(
-                "SELECT event_id, stream, version, position FROM events WHERE event_id = ANY($1)",
-            )
-            .bind(&ids)
-            .fetch_all(&mut *tx)
-            .await?;
-            for row in rows {
-                let id: Uuid = row.try_get(0)?;
-                stored.insert(
-                    id,
-                    StoredAt {
-                        stream: row.try_get(1)?,
-                        version: to_u64(row.try_get(2)?, "version")?,
-                        position: to_u64(row.try_get(3)?, "position")?,
-                    },
-                );
-            }
-        }
-
         let streams = plan::streams(batch);
-        let mut versions = HashMap::new();
-        let rows = sqlx::query(
-            "SELECT stream, MAX(version) FROM events WHERE stream = ANY($1) GROUP BY stream",
+        let found = sqlx::query(
+            "SELECT 'head', NULL, NULL::bigint, COALESCE(MAX(position), 0), NULL::uuid FROM events \
+             UNION ALL \
+             SELECT 'version', s, (SELECT MAX(version) FROM events WHERE stream = s), NULL, NULL \
+               FROM UNNEST($1::text[]) AS s \
+             UNION ALL \
+             SELECT 'stored', stream, version, position, event_id FROM events \
+               WHERE event_id = ANY($2)",
         )
         .bind(&streams)
+        .bind(&ids)
         .fetch_all(&mut *tx)
         .await?;
-        for row in rows {
-            versions.insert(
-                row.try_get::<String, _>(0)?,
-                to_u64(row.try_get(1)?, "version")?,
-            );
+        let mut head = 0;
+        let mut versions = HashMap::new();
+        let mut stored = HashMap::new();
+        for row in found {
+            let kind: String = row.try_get(0)?;
+            match kind.as_str() {
+                "head" => head = to_u64(row.try_get(3)?, "position")?,
+                "version" => {
+                    if let Some(version) = row.try_get::<Option<i64>, _>(2)? {
+                        versions.insert(row.try_get::<String, _>(1)?, to_u64(version, "version")?);
+                    }
+                }
+                _ => {
+                    let id: Uuid = row.try_get(4)?;
+                    stored.insert(
+                        id,
+                        StoredAt {
+                            stream: row.try_get(1)?,
+                            version: to_u64(row.try_get(2)?, "version")?,
+                            position: to_u64(row.try_get(3)?, "position")?,
+                        },
+                    );
+                }
+            }
         }
-
-        let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(position), 0) FROM events")
-            .fetch_one(&mut *tx)
-            .await?;
-        let (results, rows) = plan::plan(batch, versions, &stored, to_u64(head, "position")?)?;
+        let (results, rows) = plan::plan(batch, versions, &stored, head)?;
 
         let new_head = rows.last().map(|r| r.position);
         if !rows.is_empty() {
@@ -223,9 +226,10 @@ impl EventStore for PostgresStore {
                 recorded.push(row.event.recorded_at.timestamp_millis());
             }
             sqlx::query(&format!(
-                "INSERT INTO events ({COLUMNS}) SELECT * FROM UNNEST(\
+                "WITH inserted AS (INSERT INTO events ({COLUMNS}) SELECT * FROM UNNEST(\
                  $1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::smallint[], \
-                 $7::jsonb[], $8::text[], $9::text[], $10::text[], $11::bigint[])"
+                 $7::jsonb[], $8::text[], $9::text[], $10::text[], $11::bigint[]) RETURNING 1) \
+                 SELECT pg_notify($12, $13) FROM (SELECT COUNT(*) FROM inserted) AS done"
             ))
             .bind(&positions)
             .bind(&stream_names)
@@ -238,15 +242,10 @@ impl EventStore for PostgresStore {
             .bind(&request_ids)
             .bind(&correlation_ids)
             .bind(&recorded)
+            .bind(NOTIFY_CHANNEL)
+            .bind(new_head.unwrap_or_default().to_string())
             .execute(&mut *tx)
             .await?;
-            if let Some(position) = new_head {
-                sqlx::query("SELECT pg_notify($1, $2)")
-                    .bind(NOTIFY_CHANNEL)
-                    .bind(position.to_string())
-                    .execute(&mut *tx)
-                    .await?;
-            }
         }
         tx.commit().await?;
         if let Some(position) = new_head {

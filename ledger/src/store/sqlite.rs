@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Row as _, Sqlite, SqlitePool};
+use sqlx::{Row as _, SqlitePool};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -20,8 +20,6 @@ use super::{
     Position, RecordedEvent, StoreError, StreamAppend,
 };
 
-/// Rows per multi-row statement: 11 parameters each, well under SQLite's 32,766.
-const ROWS_PER_STATEMENT: usize = 500;
 const COLUMNS: &str = "position, stream, version, event_id, event_type, schema_version, data, actor, request_id, correlation_id, recorded_at_ms";
 
 pub struct SqliteStore {
@@ -96,71 +94,92 @@ impl EventStore for SqliteStore {
 
     async fn append(&self, batch: &[StreamAppend]) -> Result<Vec<AppendResult>, StoreError> {
         plan::check_batch(batch)?;
+        // Every statement here has one fixed text whatever the batch size (lists travel as one
+        // JSON parameter, unpacked by json_each), so each is prepared once per connection; a
+        // whole append is four round trips to the SQLite worker: BEGIN, one read, one insert,
+        // COMMIT. Each stream's version is a separate MAX() so that SQLite answers it with one
+        // index seek instead of scanning the stream (a GROUP BY would).
+        let ids: Vec<String> = plan::event_ids(batch)
+            .iter()
+            .map(|id| id.simple().to_string())
+            .collect();
+        let streams = plan::streams(batch);
         let mut tx = self.write.begin_with("BEGIN IMMEDIATE").await?;
+        let found = sqlx::query(
+            "SELECT 'head', NULL, NULL, COALESCE(MAX(position), 0), NULL FROM events \
+             UNION ALL \
+             SELECT 'version', value, \
+                    (SELECT MAX(version) FROM events WHERE stream = json_each.value), NULL, NULL \
+               FROM json_each(?1) \
+             UNION ALL \
+             SELECT 'stored', stream, version, position, event_id FROM events \
+               WHERE event_id IN (SELECT unhex(value) FROM json_each(?2))",
+        )
+        .bind(
+            serde_json::to_string(&streams)
+                .map_err(|e| StoreError::InvalidAppend(e.to_string()))?,
+        )
+        .bind(serde_json::to_string(&ids).map_err(|e| StoreError::InvalidAppend(e.to_string()))?)
+        .fetch_all(&mut *tx)
+        .await?;
 
-        let mut stored = HashMap::new();
-        for chunk in plan::event_ids(batch).chunks(ROWS_PER_STATEMENT) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "SELECT event_id, stream, version, position FROM events WHERE event_id IN (",
-            );
-            let mut list = q.separated(", ");
-            for id in chunk {
-                list.push_bind(*id);
-            }
-            q.push(")");
-            for row in q.build().fetch_all(&mut *tx).await? {
-                let id: Uuid = row.try_get(0)?;
-                stored.insert(
-                    id,
-                    StoredAt {
-                        stream: row.try_get(1)?,
-                        version: to_u64(row.try_get(2)?, "version")?,
-                        position: to_u64(row.try_get(3)?, "position")?,
-                    },
-                );
-            }
-        }
-
+        let mut head = 0;
         let mut versions = HashMap::new();
-        for chunk in plan::streams(batch).chunks(ROWS_PER_STATEMENT) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "SELECT stream, MAX(version) FROM events WHERE stream IN (",
-            );
-            let mut list = q.separated(", ");
-            for stream in chunk {
-                list.push_bind(stream.as_str());
-            }
-            q.push(") GROUP BY stream");
-            for row in q.build().fetch_all(&mut *tx).await? {
-                versions.insert(
-                    row.try_get::<String, _>(0)?,
-                    to_u64(row.try_get(1)?, "version")?,
-                );
+        let mut stored = HashMap::new();
+        for row in found {
+            let kind: String = row.try_get(0)?;
+            match kind.as_str() {
+                "head" => head = to_u64(row.try_get(3)?, "position")?,
+                "version" => {
+                    // One row per stream asked about; a stream with no events has no version.
+                    if let Some(version) = row.try_get::<Option<i64>, _>(2)? {
+                        versions.insert(row.try_get::<String, _>(1)?, to_u64(version, "version")?);
+                    }
+                }
+                _ => {
+                    let id: Uuid = row.try_get(4)?;
+                    stored.insert(
+                        id,
+                        StoredAt {
+                            stream: row.try_get(1)?,
+                            version: to_u64(row.try_get(2)?, "version")?,
+                            position: to_u64(row.try_get(3)?, "position")?,
+                        },
+                    );
+                }
             }
         }
-
-        let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(position), 0) FROM events")
-            .fetch_one(&mut *tx)
-            .await?;
-        let (results, rows) = plan::plan(batch, versions, &stored, to_u64(head, "position")?)?;
+        let (results, rows) = plan::plan(batch, versions, &stored, head)?;
 
         let new_head = rows.last().map(|r| r.position);
-        for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-            let mut q = QueryBuilder::<Sqlite>::new(format!("INSERT INTO events ({COLUMNS}) "));
-            q.push_values(chunk, |mut b, row| {
-                b.push_bind(to_i64(row.position))
-                    .push_bind(row.stream)
-                    .push_bind(to_i64(row.version))
-                    .push_bind(row.event.event_id)
-                    .push_bind(row.event.event_type.as_str())
-                    .push_bind(i64::from(row.event.schema_version))
-                    .push_bind(row.event.data.to_string())
-                    .push_bind(row.event.metadata.actor.as_deref())
-                    .push_bind(row.event.metadata.request_id.as_deref())
-                    .push_bind(row.event.metadata.correlation_id.as_deref())
-                    .push_bind(row.event.recorded_at.timestamp_millis());
-            });
-            q.build().execute(&mut *tx).await?;
+        if !rows.is_empty() {
+            let packed: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|row| {
+                    serde_json::json!([
+                        row.position,
+                        row.stream,
+                        row.version,
+                        row.event.event_id.simple().to_string(),
+                        row.event.event_type,
+                        row.event.schema_version,
+                        row.event.data.to_string(),
+                        row.event.metadata.actor,
+                        row.event.metadata.request_id,
+                        row.event.metadata.correlation_id,
+                        row.event.recorded_at.timestamp_millis(),
+                    ])
+                })
+                .collect();
+            sqlx::query(&format!(
+                "INSERT INTO events ({COLUMNS}) \
+                 SELECT value->>0, value->>1, value->>2, unhex(value->>3), value->>4, value->>5, \
+                        value->>6, value->>7, value->>8, value->>9, value->>10 \
+                 FROM json_each(?1)"
+            ))
+            .bind(serde_json::Value::Array(packed).to_string())
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         if let Some(position) = new_head {
