@@ -300,3 +300,30 @@ view_tests!(
     admin_projections_sqlite,
     admin_projections_postgres
 );
+
+/// Two nodes on one PostgreSQL schema: a write through one is read through the other with
+/// `min_position`, and both report the same usage.
+#[tokio::test]
+async fn two_nodes_read_each_others_writes_postgres() {
+    let Some(store) = postgres_store().await else {
+        return;
+    };
+    let first = Server::start(&store);
+    let second = Server::start(&store);
+    let (a, b) = (first.client(), second.client());
+    a.set_defaults(json!({"instances": 10})).await;
+    let held = a.reserve("shared", json!({"instances": 3})).await;
+    let wanted = position(held.assert_status(201));
+    let id = held.body["reservation_id"].as_str().expect("id").to_owned();
+    let committed = b.commit("shared", &id).await;
+    let wanted = wanted.max(position(committed.assert_status(200)));
+    for api in [&a, &b] {
+        let usage = api
+            .get(&format!("/v1/projects/shared/usage?min_position={wanted}"))
+            .await;
+        assert_eq!(
+            usage.assert_status(200)["resources"]["instances"],
+            json!({"limit": 10, "in_use": 3, "reserved": 0, "headroom": 7})
+        );
+    }
+}
