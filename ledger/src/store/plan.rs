@@ -105,10 +105,10 @@ pub fn plan<'a>(
             });
             continue;
         }
-        let mut version = actual.map_or(0, |v| v + 1);
+        let first_version = actual.map_or(0, |v| v + 1);
         let mut appended_versions = Vec::with_capacity(append.events.len());
         let mut positions = Vec::with_capacity(append.events.len());
-        for event in &append.events {
+        for (version, event) in (first_version..).zip(&append.events) {
             rows.push(Row {
                 position: next_position,
                 stream: &append.stream,
@@ -118,7 +118,6 @@ pub fn plan<'a>(
             appended_versions.push(version);
             positions.push(next_position);
             next_position += 1;
-            version += 1;
         }
         let stream_version = appended_versions.last().copied().or(actual);
         if let Some(v) = stream_version {

@@ -156,7 +156,8 @@ impl EventStore for PostgresStore {
 
         // One read for everything the planner needs: the head, each stream's version (one
         // index seek per stream; a GROUP BY would scan each stream's history) and which of the
-        // batch's event ids are stored already.
+        // batch's event ids are stored already. The ids are joined from UNNEST rather than
+        // matched with `= ANY($2)`, which the planner may answer with a sequential scan.
         let ids = plan::event_ids(batch);
         let streams = plan::streams(batch);
         let found = sqlx::query(
@@ -165,8 +166,8 @@ impl EventStore for PostgresStore {
              SELECT 'version', s, (SELECT MAX(version) FROM events WHERE stream = s), NULL, NULL \
                FROM UNNEST($1::text[]) AS s \
              UNION ALL \
-             SELECT 'stored', stream, version, position, event_id FROM events \
-               WHERE event_id = ANY($2)",
+             SELECT 'stored', stream, version, position, event_id \
+               FROM UNNEST($2::uuid[]) AS id JOIN events ON events.event_id = id",
         )
         .bind(&streams)
         .bind(&ids)
