@@ -20,6 +20,8 @@ use super::{
     Position, RecordedEvent, StoreError, StreamAppend,
 };
 
+/// How often the WAL is copied back into the database file while writes go on.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(250);
 const COLUMNS: &str = "position, stream, version, event_id, event_type, schema_version, data, actor, request_id, correlation_id, recorded_at_ms";
 
 pub struct SqliteStore {
@@ -36,9 +38,11 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10));
+        // The writer never checkpoints inside a commit (that would stall a group commit for a
+        // whole checkpoint); a background connection checkpoints instead, see below.
         let write = SqlitePoolOptions::new()
             .max_connections(1)
-            .connect_with(options.clone())
+            .connect_with(options.clone().pragma("wal_autocheckpoint", "0"))
             .await?;
         sqlx::migrate!("../migrations/sqlite")
             .run(&write)
@@ -46,7 +50,7 @@ impl SqliteStore {
             .map_err(|e| StoreError::Migration(e.to_string()))?;
         let read = SqlitePoolOptions::new()
             .max_connections(4)
-            .connect_with(options.read_only(true))
+            .connect_with(options.clone().read_only(true))
             .await?;
         let store = SqliteStore {
             write,
@@ -55,8 +59,42 @@ impl SqliteStore {
         };
         let head = store.head().await?;
         store.head.send_replace(head);
+        spawn_checkpointer(options, store.head.subscribe()).await?;
         Ok(store)
     }
+}
+
+/// Copies the WAL back into the database file from a connection of its own, so commits never
+/// wait for it. A PASSIVE checkpoint takes no lock that writers need; after one completes, the
+/// next commit starts the WAL from its beginning again, which keeps the file small.
+async fn spawn_checkpointer(
+    options: SqliteConnectOptions,
+    mut head: watch::Receiver<Position>,
+) -> Result<(), StoreError> {
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await?;
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(CHECKPOINT_INTERVAL).await;
+            // Only when something was written; stop with the store.
+            match head.has_changed() {
+                Ok(true) => {
+                    head.mark_unchanged();
+                }
+                Ok(false) => continue,
+                Err(_) => return,
+            }
+            if let Err(error) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                .execute(&pool)
+                .await
+            {
+                tracing::warn!(%error, "WAL checkpoint failed; will retry");
+            }
+        }
+    });
+    Ok(())
 }
 
 fn decode_row(row: &SqliteRow) -> Result<RecordedEvent, StoreError> {
