@@ -4,9 +4,9 @@
 
 use std::sync::atomic::Ordering;
 
-use ledger::{Position, RecordedEvent};
+use ledger::Position;
 
-use crate::fold::{batch_keys, decode, ViewState};
+use crate::fold::{batch_keys, ViewState};
 use crate::tables::ViewHead;
 use crate::{Inner, ProjectionError};
 
@@ -56,14 +56,11 @@ impl Inner {
         let hint = reader.heads().await?;
         reader.rollback().await?;
         let from = applied_position(&hint);
-        let events = self.store.read_all(from, BATCH_EVENTS).await?;
-        let Some(last) = events.last().map(|e| e.position) else {
+        let (decoded, last) =
+            crate::feed::read(&self.db, from, Position::MAX >> 1, BATCH_EVENTS).await?;
+        let Some(last) = last else {
             return Ok(Applied::UpToDate);
         };
-        let decoded: Vec<(RecordedEvent, domain::Event)> = events
-            .into_iter()
-            .filter_map(|recorded| decode(&recorded).map(|event| (recorded, event)))
-            .collect();
 
         let mut tx = self.db.begin_write().await?;
         let heads = tx.heads().await?;
@@ -84,13 +81,13 @@ impl Inner {
         let mut state: ViewState = tx.load(usage.generation, &projects, &reservations).await?;
         state.changes = Some(Default::default());
         let mut audit_rows = Vec::new();
-        for (recorded, event) in &decoded {
+        for recorded in &decoded {
             // The views move together; should one ever be behind the other, each applies only
             // what it has not seen.
             if recorded.position <= usage.position {
                 continue;
             }
-            let row = state.apply(recorded, event, recorded.position > audit.position);
+            let row = state.apply(recorded, recorded.position > audit.position);
             audit_rows.extend(row);
         }
         let changes = state.changes.take().unwrap_or_default();

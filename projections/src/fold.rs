@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use domain::{Deltas, Event, Judged, ProjectId, ReservationId, ResourceName, DEFAULTS_STREAM};
 use ledger::RecordedEvent;
 
+use crate::feed::FeedEvent;
+
 use crate::UsageAfter;
 
 /// A reservation the usage view remembers: held (counts as reserved until `expires_at_ms`) or
@@ -71,18 +73,19 @@ pub(crate) struct AuditRow {
 }
 
 /// Whose event it is.
-pub(crate) enum Owner {
+pub(crate) enum Owner<'a> {
     Defaults,
-    Project(String),
+    /// A project stream; the id is checked (`ProjectId::parse`) where it is first kept.
+    Project(&'a str),
     /// A stream this crate does not project.
     Other,
 }
 
-pub(crate) fn owner(stream: &str) -> Owner {
+pub(crate) fn owner(stream: &str) -> Owner<'_> {
     if stream == DEFAULTS_STREAM {
         Owner::Defaults
-    } else if let Some(project) = ProjectId::from_stream(stream) {
-        Owner::Project(project.as_str().to_owned())
+    } else if let Some(project) = stream.strip_prefix(domain::PROJECT_STREAM_PREFIX) {
+        Owner::Project(project)
     } else {
         Owner::Other
     }
@@ -110,13 +113,9 @@ pub(crate) struct ViewState {
 
 impl ViewState {
     /// Folds one event; returns its audit row when `audit` is asked for.
-    pub fn apply(
-        &mut self,
-        recorded: &RecordedEvent,
-        event: &Event,
-        audit: bool,
-    ) -> Option<AuditRow> {
-        let at_ms = recorded.event.recorded_at.timestamp_millis();
+    pub fn apply(&mut self, recorded: &FeedEvent, audit: bool) -> Option<AuditRow> {
+        let event = &recorded.event;
+        let at_ms = recorded.recorded_at.timestamp_millis();
         match owner(&recorded.stream) {
             Owner::Other => None,
             Owner::Defaults => {
@@ -139,9 +138,16 @@ impl ViewState {
                 })
             }
             Owner::Project(project) => {
-                let view = self.projects.entry(project.clone()).or_default();
+                if !self.projects.contains_key(project) {
+                    if ProjectId::parse(project).is_err() {
+                        return None;
+                    }
+                    self.projects
+                        .insert(project.to_owned(), ProjectView::default());
+                }
+                let view = self.projects.get_mut(project)?;
                 let before = audit.then(|| touched_before(view, event));
-                apply_to_project(view, &project, event, self.changes.as_mut());
+                apply_to_project(view, project, event, self.changes.as_mut());
                 let (kept_deltas, touched) = before?;
                 let usage_after = match event {
                     Event::ReservationDenied { judged, .. } => {
@@ -160,7 +166,7 @@ impl ViewState {
                 Some(audit_row(
                     recorded,
                     event,
-                    project,
+                    project.to_owned(),
                     kept_deltas,
                     usage_after,
                 ))
@@ -283,7 +289,7 @@ fn apply_to_project(
 }
 
 fn audit_row(
-    recorded: &RecordedEvent,
+    recorded: &FeedEvent,
     event: &Event,
     project: String,
     kept_deltas: Option<Deltas>,
@@ -304,12 +310,12 @@ fn audit_row(
         position: crate::db::to_i64(recorded.position),
         project,
         version: crate::db::to_i64(recorded.version),
-        at_ms: recorded.event.recorded_at.timestamp_millis(),
+        at_ms: recorded.recorded_at.timestamp_millis(),
         event_type: event.type_name(),
         reservation_id: event.reservation_id().map(|id| id.to_string()),
         deltas: deltas.map(|d| deltas_json(&d)),
-        actor: recorded.event.metadata.actor.clone(),
-        request_id: recorded.event.metadata.request_id.clone(),
+        actor: recorded.actor.clone(),
+        request_id: recorded.request_id.clone(),
         reason,
         usage_after,
     }
@@ -346,16 +352,19 @@ pub(crate) fn parse_usage_after(text: &str) -> BTreeMap<ResourceName, UsageAfter
 /// The projects, and the reservations released or committed, that a batch names: what the
 /// follower loads before folding it.
 pub(crate) fn batch_keys(
-    events: &[(RecordedEvent, Event)],
+    events: &[FeedEvent],
 ) -> (BTreeSet<String>, HashSet<(String, ReservationId)>) {
     let mut projects = BTreeSet::new();
     let mut reservations = HashSet::new();
-    for (recorded, event) in events {
+    for recorded in events {
         if let Owner::Project(project) = owner(&recorded.stream) {
-            if let Some(id) = event.reservation_id() {
-                reservations.insert((project.clone(), id));
+            if ProjectId::parse(project).is_err() {
+                continue;
             }
-            projects.insert(project);
+            if let Some(id) = recorded.event.reservation_id() {
+                reservations.insert((project.to_owned(), id));
+            }
+            projects.insert(project.to_owned());
         }
     }
     (projects, reservations)

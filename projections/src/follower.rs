@@ -27,7 +27,7 @@ pub(crate) fn spawn(inner: Arc<Inner>, mut shutdown: watch::Receiver<bool>) {
                 Ok(Applied::Advanced(_)) | Ok(Applied::Raced) => continue,
                 Ok(Applied::UpToDate) => {}
                 Err(error) => {
-                    tracing::warn!(%error, "projection follower failed; retrying");
+                    tracing::warn!(error = ?error, "projection follower failed; retrying");
                     tokio::select! {
                         _ = tokio::time::sleep(RETRY_AFTER) => {}
                         _ = shutdown.changed() => return,

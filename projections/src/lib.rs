@@ -17,6 +17,7 @@
 mod audit;
 mod checkpoint;
 mod db;
+mod feed;
 mod fold;
 mod follower;
 mod point_in_time;
@@ -198,7 +199,7 @@ impl Projections {
         // the switch, readers get the old copies, kept current by the follower.
         tokio::spawn(async move {
             if let Err(error) = inner.rebuild(&PROJECTION_NAMES, true, &|_, _| {}).await {
-                tracing::error!(%error, "rebuilding outdated views failed");
+                tracing::error!(error = ?error, "rebuilding outdated views failed");
             }
         });
         Ok(projections)
@@ -312,7 +313,7 @@ impl Projections {
         let inner = self.inner.clone();
         tokio::spawn(async move {
             if let Err(error) = inner.rebuild(&views, false, &|_, _| {}).await {
-                tracing::error!(%error, "rebuild failed");
+                tracing::error!(error = ?error, "rebuild failed");
             }
         });
         Ok(())

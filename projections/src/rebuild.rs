@@ -5,14 +5,14 @@
 
 use std::sync::Arc;
 
-use ledger::store::MAX_READ_COUNT;
-use ledger::{EventStore, Position, RecordedEvent};
+use ledger::Position;
 
 use crate::checkpoint::{
     applied_position, code_version, head_of, Applied, AUDIT, BATCH_EVENTS, USAGE,
 };
 use crate::db::Db;
-use crate::fold::{decode, ViewState};
+use crate::feed::FeedEvent;
+use crate::fold::ViewState;
 use crate::tables::{FullPart, ViewHead};
 use crate::{Inner, ProjectionError};
 
@@ -21,6 +21,8 @@ use crate::{Inner, ProjectionError};
 const ROWS_PER_TRANSACTION: usize = 20_000;
 /// Rows deleted per transaction when dropping the old generation.
 const DELETES_PER_TRANSACTION: i64 = 10_000;
+/// Events per read of the feed.
+const PAGE_EVENTS: usize = 10_000;
 
 /// The tables of each view, with their keys (for bounded deletes).
 fn tables(view: &str) -> &'static [(&'static str, &'static str)] {
@@ -44,57 +46,64 @@ struct Target {
     old_generation: i64,
 }
 
-/// Reads the feed page by page, fetching the next page while the caller folds the current.
+/// A page being read and decoded in the background.
+type PageRead =
+    tokio::task::JoinHandle<Result<(Vec<FeedEvent>, Option<Position>), ProjectionError>>;
+
+/// Reads the feed page by page, fetching the next pages while the caller folds the current.
+/// Pages are position ranges, so several can be read and decoded at once (on SQLite, on
+/// separate read connections).
 pub(crate) struct Pages {
-    store: Arc<dyn EventStore>,
-    next: Option<tokio::task::JoinHandle<Result<Vec<RecordedEvent>, ledger::StoreError>>>,
+    db: Db,
+    ahead: std::collections::VecDeque<PageRead>,
+    /// The end of the last range requested.
+    requested: Position,
     until: Position,
 }
 
+/// Pages read ahead of the fold.
+const PAGES_AHEAD: usize = 2;
+
 impl Pages {
-    pub(crate) fn new(store: Arc<dyn EventStore>, after: Position, until: Position) -> Pages {
+    pub(crate) fn new(db: Db, after: Position, until: Position) -> Pages {
         let mut pages = Pages {
-            store,
-            next: None,
+            db,
+            ahead: Default::default(),
+            requested: after,
             until,
         };
-        pages.fetch(after);
+        pages.fill();
         pages
     }
 
-    fn fetch(&mut self, after: Position) {
-        if after >= self.until {
-            self.next = None;
-            return;
+    fn fill(&mut self) {
+        while self.ahead.len() < PAGES_AHEAD && self.requested < self.until {
+            let after = self.requested;
+            let to = after.saturating_add(PAGE_EVENTS as u64).min(self.until);
+            self.requested = to;
+            let db = self.db.clone();
+            self.ahead.push_back(tokio::spawn(async move {
+                crate::feed::read(&db, after, to, PAGE_EVENTS).await
+            }));
         }
-        let store = self.store.clone();
-        let count = usize::try_from(self.until - after)
-            .unwrap_or(MAX_READ_COUNT)
-            .min(MAX_READ_COUNT);
-        self.next = Some(tokio::spawn(
-            async move { store.read_all(after, count).await },
-        ));
     }
 
-    pub(crate) async fn next(&mut self) -> Result<Option<Vec<RecordedEvent>>, ProjectionError> {
-        let Some(handle) = self.next.take() else {
+    /// The next page (possibly empty), or `None` at the end.
+    pub(crate) async fn next(&mut self) -> Result<Option<Vec<FeedEvent>>, ProjectionError> {
+        let Some(handle) = self.ahead.pop_front() else {
             return Ok(None);
         };
-        let mut page = handle
+        let (page, _) = handle
             .await
             .map_err(|_| ProjectionError::Database("event reader task failed".into()))??;
-        page.retain(|e| e.position <= self.until);
-        match page.last() {
-            Some(last) => self.fetch(last.position),
-            None => return Ok(None),
-        }
+        self.fill();
         Ok(Some(page))
     }
 }
 
 impl Drop for Pages {
     fn drop(&mut self) {
-        if let Some(handle) = self.next.take() {
+        for handle in &self.ahead {
             handle.abort();
         }
     }
@@ -122,7 +131,7 @@ impl Inner {
     /// Rebuilds `views` (all when `outdated_only` finds them built by other code) and returns
     /// once readers use the new copies.
     pub(crate) async fn rebuild(
-        &self,
+        self: &Arc<Self>,
         views: &[&'static str],
         outdated_only: bool,
         progress: Progress<'_>,
@@ -170,13 +179,25 @@ impl Inner {
         // 1. Fold the log up to its head in memory; audit rows are written as they come.
         let total = self.store.head().await?;
         let mut state = ViewState::default();
+        let phase = std::time::Instant::now();
         let mut position = self.fold(&mut state, 0, total, audit_gen, progress).await?;
+        tracing::info!(
+            elapsed_ms = phase.elapsed().as_millis() as u64,
+            position,
+            "rebuild: folded the log"
+        );
+        let phase = std::time::Instant::now();
 
         // 2. Write the folded usage state in bulk.
         if let Some(generation) = usage_gen {
             self.write_full(generation, &state).await?;
         }
         self.set_checkpoints(&targets, position).await?;
+        tracing::info!(
+            elapsed_ms = phase.elapsed().as_millis() as u64,
+            "rebuild: wrote the folded state"
+        );
+        let phase = std::time::Instant::now();
 
         // 3. Catch up beside the live views, then switch in one transaction at the position the
         //    live views have reached, so no view ever moves backwards.
@@ -220,16 +241,38 @@ impl Inner {
             }
         }
         progress(position, position.max(total));
+        tracing::info!(
+            elapsed_ms = phase.elapsed().as_millis() as u64,
+            "rebuild: caught up and switched"
+        );
 
-        // 4. The old copies are no longer read: delete them.
-        for target in &targets {
-            self.drop_generations(target.name, |g| g == target.old_generation)
-                .await?;
-            let mut tx = self.db.begin_unlocked().await?;
-            tx.delete_checkpoint(target.name, target.old_generation)
-                .await?;
-            tx.commit().await?;
-        }
+        // 4. The old copies are no longer read: delete them in the background. Should the
+        //    process stop first, the next rebuild deletes what is left (any generation that
+        //    is not active).
+        let old: Vec<(&'static str, i64)> =
+            targets.iter().map(|t| (t.name, t.old_generation)).collect();
+        let inner = self.clone();
+        tokio::spawn(async move {
+            for (name, generation) in old {
+                if let Err(error) = inner.drop_old_copy(name, generation).await {
+                    tracing::warn!(error = ?error, view = name, "deleting the old copy of a view failed");
+                }
+            }
+        });
+        Ok(())
+    }
+
+    async fn drop_old_copy(&self, name: &str, generation: i64) -> Result<(), ProjectionError> {
+        let phase = std::time::Instant::now();
+        self.drop_generations(name, |g| g == generation).await?;
+        let mut tx = self.db.begin_unlocked().await?;
+        tx.delete_checkpoint(name, generation).await?;
+        tx.commit().await?;
+        tracing::info!(
+            elapsed_ms = phase.elapsed().as_millis() as u64,
+            view = name,
+            "rebuild: deleted the old copy"
+        );
         Ok(())
     }
 
@@ -253,12 +296,10 @@ impl Inner {
         }
         let to = live.max(*position);
         let mut audit_rows = Vec::new();
-        let mut pages = Pages::new(self.store.clone(), *position, to);
+        let mut pages = Pages::new(self.db.clone(), *position, to);
         while let Some(page) = pages.next().await? {
             for recorded in &page {
-                if let Some(event) = decode(recorded) {
-                    audit_rows.extend(state.apply(recorded, &event, audit_gen.is_some()));
-                }
+                audit_rows.extend(state.apply(recorded, audit_gen.is_some()));
             }
         }
         if let Some(generation) = usage_gen {
@@ -298,14 +339,11 @@ impl Inner {
         progress: Progress<'_>,
     ) -> Result<Position, ProjectionError> {
         let mut position = after;
-        let mut pages = Pages::new(self.store.clone(), after, until);
+        let mut pages = Pages::new(self.db.clone(), after, until);
         while let Some(page) = pages.next().await? {
             let mut audit_rows = Vec::new();
             for recorded in &page {
-                if let Some(event) = decode(recorded) {
-                    let row = state.apply(recorded, &event, audit_gen.is_some());
-                    audit_rows.extend(row);
-                }
+                audit_rows.extend(state.apply(recorded, audit_gen.is_some()));
                 position = recorded.position;
             }
             if let Some(generation) = audit_gen {
@@ -315,7 +353,9 @@ impl Inner {
             }
             progress(position, until);
         }
-        Ok(position)
+        // Every range up to `until` was read (positions have no gaps; a page may be empty
+        // only where every event was unreadable).
+        Ok(until.max(after))
     }
 
     async fn write_changes(
@@ -360,16 +400,22 @@ impl Inner {
         let mut part = FullPart::default();
         part.limits
             .extend(state.defaults.iter().map(|(r, l)| (defaults, r, *l)));
-        for (project, view) in &state.projects {
+        // In key order, so every insert appends to the tables' B-trees.
+        let mut projects: Vec<(&String, &crate::fold::ProjectView)> =
+            state.projects.iter().collect();
+        projects.sort_unstable_by_key(|(project, _)| *project);
+        for (project, view) in projects {
             let p = project.as_str();
             part.in_use
                 .extend(view.in_use.iter().map(|(r, v)| (p, r, *v)));
             part.limits
                 .extend(view.overrides.iter().map(|(r, l)| (p, r, *l)));
+            let first = part.reservations.len();
             part.reservations
                 .extend(view.held.iter().map(|(id, k)| (p, *id, true, k)));
             part.reservations
                 .extend(view.committed.iter().map(|(id, k)| (p, *id, false, k)));
+            part.reservations[first..].sort_unstable_by_key(|(_, id, _, _)| *id);
             if part.in_use.len() + part.limits.len() + part.reservations.len()
                 >= ROWS_PER_TRANSACTION
             {

@@ -9,7 +9,7 @@ use domain::{
 };
 
 use crate::checkpoint::{head_of, AUDIT, USAGE};
-use crate::fold::{decode, owner, Owner};
+use crate::fold::{owner, Owner};
 use crate::rebuild::Pages;
 use crate::tables::NumberTable;
 use crate::{Difference, Inner, ProjectionError};
@@ -88,12 +88,10 @@ impl Inner {
         let mut projects: HashMap<String, (ProjectState, BTreeSet<ReservationId>)> = HashMap::new();
         let mut expected_positions = BTreeSet::new();
         let until = usage.position.max(audit.position);
-        let mut pages = Pages::new(self.store.clone(), 0, until);
+        let mut pages = Pages::new(self.db.clone(), 0, until);
         while let Some(page) = pages.next().await? {
             for recorded in &page {
-                let Some(event) = decode(recorded) else {
-                    continue;
-                };
+                let event = &recorded.event;
                 let owner = owner(&recorded.stream);
                 if recorded.position <= audit.position && !matches!(owner, Owner::Other) {
                     expected_positions.insert(crate::db::to_i64(recorded.position));
@@ -102,18 +100,18 @@ impl Inner {
                     continue;
                 }
                 match owner {
-                    Owner::Defaults => defaults.apply(&event),
+                    Owner::Defaults => defaults.apply(event),
                     Owner::Project(project) => {
                         let Some(id) = ProjectId::from_stream(&recorded.stream) else {
                             continue;
                         };
                         let (state, ids) = projects
-                            .entry(project)
+                            .entry(project.to_owned())
                             .or_insert_with(|| (ProjectState::new(id), BTreeSet::new()));
-                        if let Event::ReservationRequested { reservation_id, .. } = &event {
+                        if let Event::ReservationRequested { reservation_id, .. } = event {
                             ids.insert(*reservation_id);
                         }
-                        state.apply(&event, recorded.event.recorded_at);
+                        state.apply(event, recorded.recorded_at);
                     }
                     Owner::Other => {}
                 }
