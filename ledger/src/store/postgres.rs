@@ -42,7 +42,9 @@ impl PostgresStore {
             .map_err(|e: sqlx::Error| StoreError::UnsupportedUrl(e.to_string()))?;
         let pool = PgPoolOptions::new()
             .max_connections(8)
-            .acquire_timeout(Duration::from_secs(5))
+            // While the database is down, a request waits this long for a connection before
+            // it is answered 503; appends are serialised, so a queued one may wait twice.
+            .acquire_timeout(Duration::from_secs(2))
             .connect_with(options)
             .await?;
         Self::with_pool(pool).await
