@@ -57,6 +57,9 @@ struct Model {
     reservations: BTreeMap<Uuid, ModelReservation>,
 }
 
+/// A resource named by a refusal, with (limit, in_use, reserved) where the refusal carries them.
+type Named = (String, Option<(i64, i64, i64)>);
+
 /// An answer, in a form both the model and the implementations can produce.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Answer {
@@ -73,7 +76,7 @@ enum Answer {
     /// refusal carries them.
     Refused {
         code: &'static str,
-        resources: Vec<(String, Option<(i64, i64, i64)>)>,
+        resources: Vec<Named>,
     },
 }
 
