@@ -426,3 +426,54 @@ async fn size_limits_are_enforced() {
     }
     api.get("/healthz").await.assert_status(200);
 }
+
+/// A client that sends part of a request and stalls is cut off; the server keeps serving.
+#[test]
+fn stalled_clients_are_cut_off() {
+    use std::io::{Read, Write};
+    let store = sqlite_store();
+    let server = Server::start_with(common::ServerOptions {
+        store: &store.url,
+        tokens: None,
+        extra: &["--client-timeout", "2"],
+    });
+    let host = server.url.strip_prefix("http://").unwrap().to_owned();
+    let stalls = [
+        // Headers begun, never finished.
+        "POST /v1/defaults HTTP/1.1\r\nHost: x\r\nContent-Type: appl".to_owned(),
+        // Headers done, body promised and never sent.
+        "PUT /v1/defaults HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"limits\"".to_owned(),
+        // Nothing at all.
+        String::new(),
+    ];
+    for stall in stalls {
+        let mut stream = std::net::TcpStream::connect(&host).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .unwrap();
+        stream.write_all(stall.as_bytes()).unwrap();
+        let started = Instant::now();
+        let mut answer = Vec::new();
+        // Ends at EOF (the server closed) or with an error (reset); a timeout means it hung.
+        let result = stream.read_to_end(&mut answer);
+        let waited = started.elapsed();
+        if let Err(e) = &result {
+            assert_ne!(e.kind(), std::io::ErrorKind::WouldBlock, "{stall:?} hung");
+            assert_ne!(e.kind(), std::io::ErrorKind::TimedOut, "{stall:?} hung");
+        }
+        assert!(
+            waited < Duration::from_secs(8),
+            "{stall:?}: cut off only after {waited:?}"
+        );
+        let text = String::from_utf8_lossy(&answer);
+        assert!(!text.starts_with("HTTP/1.1 5"), "{stall:?} answered {text}");
+        eprintln!(
+            "stalled client {:?} cut off after {waited:.1?}",
+            stall.chars().take(24).collect::<String>()
+        );
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        server.client().get("/healthz").await.assert_status(200);
+    });
+}

@@ -5,6 +5,7 @@
 //! - [`routes`]: one module of handlers per resource of SPEC.md.
 //! - [`error`] and [`problem`]: `ApiError`, and the problem+json answer of each error.
 //! - [`extract`]: body, path and query extractors whose rejections are problems too.
+//! - [`idle`]: connections that go quiet are closed (stalled clients).
 //! - [`auth`]: the tokens file, roles and the authorization middleware.
 //! - [`metrics`]: Prometheus counters and `/metrics`.
 //! - [`openapi`]: the OpenAPI document, generated from the handlers.
@@ -16,6 +17,7 @@ pub mod bench;
 pub mod cli;
 pub mod error;
 pub mod extract;
+pub mod idle;
 pub mod metrics;
 pub mod openapi;
 pub mod problem;

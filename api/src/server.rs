@@ -144,6 +144,10 @@ pub struct ServeArgs {
     /// Allow running without tokens on a non-loopback address.
     #[arg(long)]
     pub insecure_open: bool,
+    /// Close a connection after this many seconds without a byte from or to the client
+    /// (stalled or slow clients, idle keep-alive connections).
+    #[arg(long, default_value_t = 30, env = "QUOTA_CLIENT_TIMEOUT", value_parser = clap::value_parser!(u64).range(1..))]
+    pub client_timeout: u64,
     /// Log lines as text for people or JSON for log collectors (level from RUST_LOG).
     #[arg(long, value_enum, default_value = "text", env = "QUOTA_LOG_FORMAT")]
     pub log_format: LogFormat,
@@ -240,6 +244,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), String> {
     // Test harnesses and scripts read the actual address (port 0 picks one) from this line.
     println!("quota listening on http://{address}");
 
+    let listener =
+        crate::idle::IdleTimeoutListener::new(listener, Duration::from_secs(args.client_timeout));
     let server = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal());
     let result = server.await.map_err(|e| format!("server failed: {e}"));
     tracing::info!("stopped accepting; in-flight requests are done");
