@@ -17,10 +17,13 @@ pub(crate) const REBUILD_LOCK_KEY: i64 = VIEWS_LOCK_KEY + 1;
 #[derive(Clone, Debug)]
 pub(crate) enum Db {
     /// `write` is the ledger's one-connection writer; `read` is ours, read-only, so view
-    /// queries never queue behind appends.
+    /// queries never queue behind appends. `checkpointer` copies the WAL back into the
+    /// database file after a rebuild's bulk writes: the store checkpoints only after appends,
+    /// and a rebuild writes without any.
     Sqlite {
         write: SqlitePool,
         read: SqlitePool,
+        checkpointer: SqlitePool,
     },
     Postgres(PgPool),
 }
@@ -32,9 +35,18 @@ impl Db {
                 let options: SqliteConnectOptions = (*write.connect_options()).clone();
                 let read = SqlitePoolOptions::new()
                     .max_connections(4)
-                    .connect_with(options.read_only(true))
+                    .connect_with(options.clone().read_only(true))
                     .await?;
-                Ok(Db::Sqlite { write, read })
+                let checkpointer = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .min_connections(0)
+                    .connect_with(options)
+                    .await?;
+                Ok(Db::Sqlite {
+                    write,
+                    read,
+                    checkpointer,
+                })
             }
             Database::Postgres(pool) => Ok(Db::Postgres(pool)),
         }
@@ -44,6 +56,22 @@ impl Db {
 /// Rows per multi-row statement: at most 12 parameters a row keeps every statement far below
 /// both backends' parameter limits, and few statements keep SQLite's per-statement cost low.
 pub(crate) const ROWS_PER_STATEMENT: usize = 1000;
+
+impl Db {
+    /// Copies SQLite's WAL back into the database file without blocking writers (PASSIVE), so
+    /// a long run of view writes does not leave readers searching a huge WAL. A failure only
+    /// delays that.
+    pub(crate) async fn checkpoint_wal(&self) {
+        if let Db::Sqlite { checkpointer, .. } = self {
+            if let Err(error) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                .execute(checkpointer)
+                .await
+            {
+                tracing::warn!(error = ?error, "WAL checkpoint after view writes failed");
+            }
+        }
+    }
+}
 
 pub(crate) fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)

@@ -193,6 +193,7 @@ impl Inner {
             self.write_full(generation, &state).await?;
         }
         self.set_checkpoints(&targets, position).await?;
+        self.db.checkpoint_wal().await;
         tracing::info!(
             elapsed_ms = phase.elapsed().as_millis() as u64,
             "rebuild: wrote the folded state"
@@ -268,6 +269,7 @@ impl Inner {
         let mut tx = self.db.begin_unlocked().await?;
         tx.delete_checkpoint(name, generation).await?;
         tx.commit().await?;
+        self.db.checkpoint_wal().await;
         tracing::info!(
             elapsed_ms = phase.elapsed().as_millis() as u64,
             view = name,
@@ -340,6 +342,7 @@ impl Inner {
     ) -> Result<Position, ProjectionError> {
         let mut position = after;
         let mut pages = Pages::new(self.db.clone(), after, until);
+        let mut pages_written = 0u64;
         while let Some(page) = pages.next().await? {
             let mut audit_rows = Vec::new();
             for recorded in &page {
@@ -350,6 +353,10 @@ impl Inner {
                 let mut tx = self.db.begin_unlocked().await?;
                 tx.insert_audit(generation, &audit_rows).await?;
                 tx.commit().await?;
+                pages_written += 1;
+                if pages_written.is_multiple_of(10) {
+                    self.db.checkpoint_wal().await;
+                }
             }
             progress(position, until);
         }
