@@ -58,17 +58,21 @@ impl Db {
 pub(crate) const ROWS_PER_STATEMENT: usize = 1000;
 
 impl Db {
-    /// Copies SQLite's WAL back into the database file without blocking writers (PASSIVE), so
-    /// a long run of view writes does not leave readers searching a huge WAL. A failure only
-    /// delays that.
-    pub(crate) async fn checkpoint_wal(&self) {
+    /// Starts copying SQLite's WAL back into the database file, without blocking writers
+    /// (PASSIVE), so a long run of view writes does not leave readers searching a huge WAL. A
+    /// failure only delays that.
+    pub(crate) fn checkpoint_wal(&self) {
         if let Db::Sqlite { checkpointer, .. } = self {
-            if let Err(error) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .execute(checkpointer)
-                .await
-            {
-                tracing::warn!(error = ?error, "WAL checkpoint after view writes failed");
-            }
+            // In the background: copying a large WAL takes a while, and nothing waits for it.
+            let checkpointer = checkpointer.clone();
+            tokio::spawn(async move {
+                if let Err(error) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                    .execute(&checkpointer)
+                    .await
+                {
+                    tracing::warn!(error = ?error, "WAL checkpoint after view writes failed");
+                }
+            });
         }
     }
 }

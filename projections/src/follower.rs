@@ -12,6 +12,8 @@ use crate::Inner;
 
 /// How often the follower looks for events without being woken (other nodes, lost wakes).
 const RECHECK_EVERY: Duration = Duration::from_millis(500);
+/// How long new events may wait to be applied together with the ones that follow them.
+const COALESCE_FOR: Duration = Duration::from_millis(20);
 /// Wait after a failure before trying again (the database may be restarting).
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 
@@ -24,7 +26,21 @@ pub(crate) fn spawn(inner: Arc<Inner>, mut shutdown: watch::Receiver<bool>) {
             }
             head.mark_unchanged();
             match inner.apply_next_batch().await {
-                Ok(Applied::Advanced(_)) | Ok(Applied::Raced) => continue,
+                Ok(Applied::Advanced(position)) => {
+                    // Under load, wait a moment so the next view transaction carries many
+                    // events: on SQLite it shares the one writer with the ledger's group
+                    // commits, and a view transaction per group commit halves their rate.
+                    // Behind by more than a batch, catch up at once instead.
+                    let behind = head.borrow().saturating_sub(position);
+                    if behind < crate::checkpoint::BATCH_EVENTS as u64 {
+                        tokio::select! {
+                            _ = tokio::time::sleep(COALESCE_FOR) => {}
+                            _ = shutdown.changed() => return,
+                        }
+                    }
+                    continue;
+                }
+                Ok(Applied::Raced) => continue,
                 Ok(Applied::UpToDate) => {}
                 Err(error) => {
                     tracing::warn!(error = ?error, "projection follower failed; retrying");
