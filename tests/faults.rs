@@ -430,3 +430,161 @@ impl OutputWithTimeout for std::process::Command {
         None
     }
 }
+
+/// A small tmpfs of the test's own; `None` (with a note) where mounting is not allowed.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        if !mounted.as_ref().is_ok_and(|o| o.status.success()) {
+            eprintln!("skipped: cannot mount a small tmpfs here ({mounted:?})");
+            return None;
+        }
+        Some(SmallDisk { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Fills the disk with a file until writing fails; returns the file's path.
+fn fill(dir: &Path) -> PathBuf {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let chunk = vec![0u8; 16 * 1024];
+    while file.write_all(&chunk).is_ok() {}
+    let _ = file.sync_all();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_disk_sqlite_answers_503_loses_nothing_and_recovers() {
+    let Some(disk) = SmallDisk::mount("8m") else {
+        return;
+    };
+    let url = format!("sqlite://{}", disk.path().join("quota.db").display());
+    let server = Server::start_with(ServerOptions {
+        store: &url,
+        tokens: None,
+        extra: &[],
+    });
+    let api = server.client();
+    api.set_defaults(json!({"instances": 1_000_000})).await;
+    let http = reqwest::Client::builder()
+        .timeout(CLIENT_TIMEOUT)
+        .build()
+        .unwrap();
+    let reserve = |id: Uuid| {
+        let http = http.clone();
+        let base = server.url.clone();
+        async move {
+            let sent = Instant::now();
+            let response = http
+                .post(format!("{base}/v1/projects/full/reservations"))
+                .json(&json!({"deltas": {"instances": 1}, "reservation_id": id}))
+                .send()
+                .await
+                .expect("an answer, disk full or not");
+            let status = response.status().as_u16();
+            let text = response.text().await.unwrap();
+            assert!(sent.elapsed() < ANSWER_WITHIN, "took {:?}", sent.elapsed());
+            (status, text)
+        }
+    };
+    let mut acked = vec![];
+    for _ in 0..20 {
+        let id = Uuid::new_v4();
+        assert_eq!(reserve(id).await.0, 201);
+        acked.push(id);
+    }
+
+    let filler = fill(disk.path());
+    // Write until the disk refuses (the WAL may have room left at first).
+    let mut refused = 0;
+    let mut attempts = 0;
+    while refused < 5 && attempts < 3000 {
+        attempts += 1;
+        let id = Uuid::new_v4();
+        let (status, text) = reserve(id).await;
+        match status {
+            201 => acked.push(id),
+            503 => {
+                assert!(text.contains("store-unavailable"), "{text}");
+                assert!(!text.to_lowercase().contains("sql"), "{text}");
+                refused += 1;
+            }
+            other => panic!("disk full answered {other}: {text}"),
+        }
+    }
+    assert!(refused > 0, "the disk never filled up in {attempts} writes");
+    let filled_after = attempts;
+
+    // Space again: the service recovers by itself.
+    std::fs::remove_file(filler).unwrap();
+    let started = Instant::now();
+    loop {
+        let id = Uuid::new_v4();
+        let (status, text) = reserve(id).await;
+        if status == 201 {
+            acked.push(id);
+            break;
+        }
+        assert_eq!(status, 503, "{text}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no recovery after the disk had room again"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let recovered = started.elapsed();
+
+    // Nothing acknowledged is lost, the log is within limits, and the file is sound.
+    for id in &acked {
+        let answer = api
+            .get(&format!("/v1/projects/full/reservations/{id}"))
+            .await;
+        assert_eq!(answer.assert_status(200)["status"], "held", "{id}");
+    }
+    assert!(server.terminate());
+    let store = ledger::store::open(&url).await.unwrap();
+    let replay = api::bench::replay_checking_limits(&*store).await.unwrap();
+    assert_eq!(replay.over_limit, 0);
+    drop(store);
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let integrity: String = sqlx::query_scalar("PRAGMA integrity_check")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    assert_eq!(integrity, "ok");
+    let verify = Command::new(BINARY)
+        .args(["projections", "verify", "--store", &url])
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "{verify:?}");
+    eprintln!(
+        "faults sqlite full disk: {} acknowledged and kept, first refusal after {filled_after} \
+         writes on a full disk, {refused} × 503 store-unavailable, served again {:.1} s after \
+         space was freed; integrity ok, views verify",
+        acked.len(),
+        recovered.as_secs_f64()
+    );
+}

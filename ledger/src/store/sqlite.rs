@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Row as _, SqlitePool};
+use sqlx::{Connection as _, Row as _, SqliteConnection, SqlitePool};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -73,75 +73,13 @@ impl SqliteStore {
         spawn_checkpointer(options, store.head.subscribe()).await?;
         Ok(store)
     }
-}
 
-/// Copies the WAL back into the database file from a connection of its own, so commits seldom
-/// wait for it. A PASSIVE checkpoint takes no lock that writers need.
-async fn spawn_checkpointer(
-    options: SqliteConnectOptions,
-    mut head: watch::Receiver<Position>,
-) -> Result<(), StoreError> {
-    let pool = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await?;
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(CHECKPOINT_INTERVAL).await;
-            // Only when something was written; stop with the store.
-            match head.has_changed() {
-                Ok(true) => {
-                    head.mark_unchanged();
-                }
-                Ok(false) => continue,
-                Err(_) => return,
-            }
-            if let Err(error) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .execute(&pool)
-                .await
-            {
-                tracing::warn!(%error, "WAL checkpoint failed; will retry");
-            }
-        }
-    });
-    Ok(())
-}
-
-fn decode_row(row: &SqliteRow) -> Result<RecordedEvent, StoreError> {
-    let data: String = row.try_get("data")?;
-    let schema_version: i64 = row.try_get("schema_version")?;
-    Ok(RecordedEvent {
-        position: to_u64(row.try_get("position")?, "position")?,
-        stream: row.try_get("stream")?,
-        version: to_u64(row.try_get("version")?, "version")?,
-        event: EventData {
-            event_id: row.try_get("event_id")?,
-            event_type: row.try_get("event_type")?,
-            schema_version: u16::try_from(schema_version)
-                .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
-            data: serde_json::from_str(&data).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-            metadata: metadata_from(
-                row.try_get("actor")?,
-                row.try_get("request_id")?,
-                row.try_get("correlation_id")?,
-            ),
-            recorded_at: timestamp_from_ms(row.try_get("recorded_at_ms")?)?,
-        },
-    })
-}
-
-#[async_trait]
-impl EventStore for SqliteStore {
-    fn backend(&self) -> &'static str {
-        "sqlite"
-    }
-
-    fn database(&self) -> super::Database {
-        super::Database::Sqlite(self.write.clone())
-    }
-
-    async fn append(&self, batch: &[StreamAppend]) -> Result<Vec<AppendResult>, StoreError> {
-        plan::check_batch(batch)?;
+    /// One append on the writer connection, in one `BEGIN IMMEDIATE` transaction.
+    async fn append_on(
+        &self,
+        conn: &mut SqliteConnection,
+        batch: &[StreamAppend],
+    ) -> Result<Vec<AppendResult>, StoreError> {
         // Every statement here has one fixed text whatever the batch size (lists travel as one
         // JSON parameter, unpacked by json_each), so each is prepared once per connection; a
         // whole append is four round trips to the SQLite worker: BEGIN, one read, one insert,
@@ -152,7 +90,7 @@ impl EventStore for SqliteStore {
             .map(|id| id.simple().to_string())
             .collect();
         let streams = plan::streams(batch);
-        let mut tx = self.write.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let found = sqlx::query(
             "SELECT 'head', NULL, NULL, COALESCE(MAX(position), 0), NULL FROM events \
              UNION ALL \
@@ -238,6 +176,85 @@ impl EventStore for SqliteStore {
             });
         }
         Ok(results)
+    }
+}
+
+/// Copies the WAL back into the database file from a connection of its own, so commits seldom
+/// wait for it. A PASSIVE checkpoint takes no lock that writers need.
+async fn spawn_checkpointer(
+    options: SqliteConnectOptions,
+    mut head: watch::Receiver<Position>,
+) -> Result<(), StoreError> {
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await?;
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(CHECKPOINT_INTERVAL).await;
+            // Only when something was written; stop with the store.
+            match head.has_changed() {
+                Ok(true) => {
+                    head.mark_unchanged();
+                }
+                Ok(false) => continue,
+                Err(_) => return,
+            }
+            if let Err(error) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                .execute(&pool)
+                .await
+            {
+                tracing::warn!(%error, "WAL checkpoint failed; will retry");
+            }
+        }
+    });
+    Ok(())
+}
+
+fn decode_row(row: &SqliteRow) -> Result<RecordedEvent, StoreError> {
+    let data: String = row.try_get("data")?;
+    let schema_version: i64 = row.try_get("schema_version")?;
+    Ok(RecordedEvent {
+        position: to_u64(row.try_get("position")?, "position")?,
+        stream: row.try_get("stream")?,
+        version: to_u64(row.try_get("version")?, "version")?,
+        event: EventData {
+            event_id: row.try_get("event_id")?,
+            event_type: row.try_get("event_type")?,
+            schema_version: u16::try_from(schema_version)
+                .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
+            data: serde_json::from_str(&data).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            metadata: metadata_from(
+                row.try_get("actor")?,
+                row.try_get("request_id")?,
+                row.try_get("correlation_id")?,
+            ),
+            recorded_at: timestamp_from_ms(row.try_get("recorded_at_ms")?)?,
+        },
+    })
+}
+
+#[async_trait]
+impl EventStore for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn database(&self) -> super::Database {
+        super::Database::Sqlite(self.write.clone())
+    }
+
+    async fn append(&self, batch: &[StreamAppend]) -> Result<Vec<AppendResult>, StoreError> {
+        plan::check_batch(batch)?;
+        let mut conn = self.write.acquire().await?;
+        let result = self.append_on(&mut conn, batch).await;
+        if result.is_err() {
+            // A failed statement or COMMIT can leave the connection inside a transaction that
+            // SQLite has already rolled back itself (SQLITE_FULL, SQLITE_IOERR); sqlx would then
+            // refuse every later BEGIN on it. Close it instead; the pool opens a fresh one.
+            conn.close_on_drop();
+        }
+        result
     }
 
     async fn read_stream(
