@@ -740,9 +740,9 @@ pub struct Replay {
     pub states: HashMap<ProjectId, ProjectState>,
 }
 
-/// Folds every event in commit order, checking after each project event that the project is
-/// within every capped limit at that event's instant (forced limit changes excepted: a forced
-/// lower limit may leave usage above it, and only new reserves are then denied).
+/// Folds every event in commit order, checking after each grant that the project is within
+/// the capped limit of every resource the grant adds to, at that event's instant (a forced
+/// lower limit may leave other usage above its limit; only new positive reserves are denied).
 pub async fn replay_checking_limits(store: &dyn EventStore) -> Result<Replay, String> {
     let mut defaults = Defaults::default();
     let mut states: HashMap<ProjectId, ProjectState> = HashMap::new();
@@ -774,11 +774,17 @@ pub async fn replay_checking_limits(store: &dyn EventStore) -> Result<Replay, St
                 .entry(project.clone())
                 .or_insert_with(|| ProjectState::new(project));
             state.apply(&event, recorded.event.recorded_at);
-            if !matches!(event, domain::Event::ReservationRequested { .. }) {
+            let domain::Event::ReservationRequested { deltas, .. } = &event else {
                 continue;
-            }
+            };
+            // SPEC rule 1 bounds the resources a grant adds to; another resource may stand
+            // above a limit lowered with force (or a lowered default) and only blocks new
+            // positive reserves of itself.
             for (resource, (limit, usage)) in state.usage_all(&defaults, recorded.event.recorded_at)
             {
+                if deltas.get(&resource) <= 0 {
+                    continue;
+                }
                 let Some(cap) = limit.and_then(Limit::cap) else {
                     continue;
                 };
