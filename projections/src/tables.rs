@@ -503,22 +503,8 @@ impl Tx {
         generation: i64,
         rows: &[(&str, &ResourceName, i64)],
     ) -> Result<(), ProjectionError> {
-        for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-            on_tx!(self, |c, DB| {
-                let mut q = QueryBuilder::<DB>::new(
-                    "INSERT INTO usage_in_use (generation, project, resource, in_use) ",
-                );
-                q.push_values(chunk, |mut b, (p, r, v)| {
-                    b.push_bind(generation)
-                        .push_bind(*p)
-                        .push_bind(r.as_str())
-                        .push_bind(*v);
-                });
-                q.push(" ON CONFLICT (generation, project, resource) DO UPDATE SET in_use = excluded.in_use");
-                q.build().execute(&mut *c).await?;
-            });
-        }
-        Ok(())
+        self.upsert_resource_values("usage_in_use", "in_use", generation, rows)
+            .await
     }
 
     async fn insert_limits(
@@ -526,18 +512,33 @@ impl Tx {
         generation: i64,
         rows: &[(&str, &ResourceName, i64)],
     ) -> Result<(), ProjectionError> {
+        self.upsert_resource_values("usage_limits", "limit_value", generation, rows)
+            .await
+    }
+
+    /// Upserts one number per (project, resource) into a view table keyed by
+    /// (generation, project, resource). `table` and `column` are this module's own names.
+    async fn upsert_resource_values(
+        &mut self,
+        table: &'static str,
+        column: &'static str,
+        generation: i64,
+        rows: &[(&str, &ResourceName, i64)],
+    ) -> Result<(), ProjectionError> {
         for chunk in rows.chunks(ROWS_PER_STATEMENT) {
             on_tx!(self, |c, DB| {
-                let mut q = QueryBuilder::<DB>::new(
-                    "INSERT INTO usage_limits (generation, project, resource, limit_value) ",
-                );
+                let mut q = QueryBuilder::<DB>::new(format!(
+                    "INSERT INTO {table} (generation, project, resource, {column}) "
+                ));
                 q.push_values(chunk, |mut b, (p, r, v)| {
                     b.push_bind(generation)
                         .push_bind(*p)
                         .push_bind(r.as_str())
                         .push_bind(*v);
                 });
-                q.push(" ON CONFLICT (generation, project, resource) DO UPDATE SET limit_value = excluded.limit_value");
+                q.push(format!(
+                    " ON CONFLICT (generation, project, resource) DO UPDATE SET {column} = excluded.{column}"
+                ));
                 q.build().execute(&mut *c).await?;
             });
         }
