@@ -378,9 +378,13 @@ async fn cli_clients_and_projection_tools() {
     assert!(ok, "verify: {out}{err}");
 
     // Damage the usage view behind the service's back: verify names it, rebuild repairs it.
-    let pool = sqlx::SqlitePool::connect(&store.url)
-        .await
-        .expect("open the database");
+    let pool = sqlx::SqlitePool::connect_with(sqlx::sqlite::SqliteConnectOptions::new().filename(
+        projections::sqlite_views_path(std::path::Path::new(
+            store.url.trim_start_matches("sqlite://"),
+        )),
+    ))
+    .await
+    .expect("open the views' database");
     let damaged = sqlx::query("UPDATE usage_in_use SET in_use = in_use + 7 WHERE project = 'acme'")
         .execute(&pool)
         .await

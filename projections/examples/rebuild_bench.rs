@@ -111,9 +111,14 @@ async fn main() {
 /// Waits until the old copies left by a rebuild are deleted (in the background), so the next
 /// timing does not share SQLite's writer with that cleanup.
 async fn settle(store: &dyn EventStore) {
-    let ledger::Database::Sqlite(pool) = store.database() else {
+    let ledger::Database::Sqlite(events) = store.database() else {
         return;
     };
+    let pool = sqlx::SqlitePool::connect_with(sqlx::sqlite::SqliteConnectOptions::new().filename(
+        projections::sqlite_views_path(events.connect_options().get_filename()),
+    ))
+    .await
+    .expect("open the views' database");
     loop {
         let checkpoints: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM projection_checkpoints")
             .fetch_one(&pool)

@@ -1,9 +1,16 @@
-//! The database the views live in: the event store's own, so a view and its checkpoint commit
-//! in one transaction. The SQL is common to SQLite and PostgreSQL (`$n` placeholders,
-//! `ON CONFLICT`, row values); see `tables`.
+//! The database the views live in. On PostgreSQL, the event store's own. On SQLite, a file of
+//! their own beside the events (`<events file>-views`, see [`sqlite_views_path`]) with its own
+//! writer: SQLite has one writer per file, and view transactions sharing the ledger's would
+//! hold up its group commits. A view and its checkpoint still commit in one transaction, and
+//! the views only ever apply events already committed (and fsynced) to the events file, so
+//! after a crash the views file is at some past checkpoint and catches up. The SQL is common
+//! to both backends (`$n` placeholders, `ON CONFLICT`, row values); see `tables`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use ledger::{Database, EventStore};
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
 
 use crate::ProjectionError;
@@ -13,14 +20,24 @@ use crate::ProjectionError;
 pub(crate) const VIEWS_LOCK_KEY: i64 = 0x71_76_69_65_77;
 /// The session lock held for a whole rebuild: one rebuild at a time across nodes.
 pub(crate) const REBUILD_LOCK_KEY: i64 = VIEWS_LOCK_KEY + 1;
+/// Page size of a views file when it is created: view rows are small and a batch touches
+/// pages all over the audit indexes, so small pages mean fewer bytes through the WAL.
+const VIEWS_PAGE_SIZE_BYTES: u32 = 1024;
+
+/// Where the views of the SQLite event file `events_file` live.
+pub fn sqlite_views_path(events_file: &Path) -> PathBuf {
+    let mut name = events_file.as_os_str().to_owned();
+    name.push("-views");
+    PathBuf::from(name)
+}
 
 #[derive(Clone, Debug)]
 pub(crate) enum Db {
-    /// `write` is the ledger's one-connection writer; `read` is ours, read-only, so view
-    /// queries never queue behind appends. `checkpointer` copies the WAL back into the
-    /// database file after a rebuild's bulk writes: the store checkpoints only after appends,
-    /// and a rebuild writes without any.
+    /// `events` reads the event file; `write` is the views file's one writer and `read` its
+    /// readers, so view queries never queue behind view writes. `checkpointer` copies the
+    /// views' WAL back into their file after a rebuild's bulk writes.
     Sqlite {
+        events: SqlitePool,
         write: SqlitePool,
         read: SqlitePool,
         checkpointer: SqlitePool,
@@ -31,8 +48,28 @@ pub(crate) enum Db {
 impl Db {
     pub(crate) async fn of(store: &dyn EventStore) -> Result<Db, ProjectionError> {
         match store.database() {
-            Database::Sqlite(write) => {
-                let options: SqliteConnectOptions = (*write.connect_options()).clone();
+            Database::Sqlite(store_pool) => {
+                let events_options: SqliteConnectOptions = (*store_pool.connect_options()).clone();
+                let events = SqlitePoolOptions::new()
+                    .max_connections(2)
+                    .connect_with(events_options.clone().read_only(true))
+                    .await?;
+                let options = SqliteConnectOptions::new()
+                    .filename(sqlite_views_path(events_options.get_filename()))
+                    .create_if_missing(true)
+                    .page_size(VIEWS_PAGE_SIZE_BYTES)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Full)
+                    .busy_timeout(Duration::from_secs(10));
+                let write = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .connect_with(options.clone())
+                    .await?;
+                sqlx::migrate!("../migrations/sqlite-views")
+                    .run(&write)
+                    .await
+                    .map_err(|e| ProjectionError::Database(e.to_string()))?;
+                forget_views_of_another_store(&events, &write).await?;
                 let read = SqlitePoolOptions::new()
                     .max_connections(4)
                     .connect_with(options.clone().read_only(true))
@@ -43,6 +80,7 @@ impl Db {
                     .connect_with(options)
                     .await?;
                 Ok(Db::Sqlite {
+                    events,
                     write,
                     read,
                     checkpointer,
@@ -51,6 +89,49 @@ impl Db {
             Database::Postgres(pool) => Ok(Db::Postgres(pool)),
         }
     }
+}
+
+/// A views file records which event file it was built from (the id the events file's
+/// migration gave it). Paired with another one (the events file was replaced or restored from
+/// a backup) its rows describe other events: they are deleted, and the views are built again
+/// from the start by the follower or a rebuild.
+async fn forget_views_of_another_store(
+    events: &SqlitePool,
+    views: &SqlitePool,
+) -> Result<(), ProjectionError> {
+    let store_id: String = sqlx::query_scalar("SELECT id FROM store_identity")
+        .fetch_one(events)
+        .await?;
+    let mut tx = views.begin_with("BEGIN IMMEDIATE").await?;
+    let built_from: Option<String> = sqlx::query_scalar("SELECT store_id FROM views_source")
+        .fetch_optional(&mut *tx)
+        .await?;
+    if built_from.as_deref() != Some(store_id.as_str()) {
+        if built_from.is_some() {
+            tracing::warn!(
+                "the views file was built from another event file; building the views again"
+            );
+        }
+        for table in [
+            "projection_state",
+            "projection_checkpoints",
+            "usage_in_use",
+            "usage_limits",
+            "usage_reservations",
+            "audit_entries",
+            "views_source",
+        ] {
+            sqlx::query(&format!("DELETE FROM {table}"))
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("INSERT INTO views_source (store_id) VALUES ($1)")
+            .bind(&store_id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(())
 }
 
 /// Rows per multi-row statement: at most 12 parameters a row keeps every statement far below

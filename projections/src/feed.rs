@@ -71,7 +71,9 @@ pub(crate) async fn read(
         };
     }
     match db {
-        Db::Sqlite { read, .. } => {
+        Db::Sqlite {
+            events: event_file, ..
+        } => {
             // One row per page: SQLite joins the events into one string, which costs far less
             // than sqlx's per-row overhead (it dominated rebuilds). Fields are separated by
             // the ASCII unit separator and events by the record separator; neither can occur
@@ -86,7 +88,7 @@ pub(crate) async fn read(
             .bind(to_i64(after))
             .bind(to_i64(until))
             .bind(limit)
-            .fetch_one(read)
+            .fetch_one(event_file)
             .await?;
             for line in page
                 .as_deref()

@@ -34,6 +34,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 pub use audit::{decode_cursor, encode_cursor};
+pub use db::sqlite_views_path;
 use domain::{Deltas, Limit, ProjectId, ReservationId, ResourceName, Timestamp};
 use ledger::{EventStore, Position, StoreError};
 

@@ -293,7 +293,15 @@ async fn holds_stop_counting_at_expiry_without_a_sweep(store: Arc<dyn EventStore
 async fn execute(store: &dyn EventStore, sql: &str) {
     match store.database() {
         Database::Sqlite(pool) => {
-            sqlx::query(sql).execute(&pool).await.unwrap();
+            // On SQLite the views have a file of their own beside the events.
+            let views = projections::sqlite_views_path(pool.connect_options().get_filename());
+            let views = sqlx::SqlitePool::connect_with(
+                sqlx::sqlite::SqliteConnectOptions::new().filename(views),
+            )
+            .await
+            .unwrap();
+            sqlx::query(sql).execute(&views).await.unwrap();
+            views.close().await;
         }
         Database::Postgres(pool) => {
             sqlx::query(sql).execute(&pool).await.unwrap();
@@ -782,4 +790,65 @@ async fn wait_for_times_out_when_the_views_lag() {
         ),
         "{err:?}"
     );
+}
+
+/// Opens the SQLite store at `path` (the events file; its views file is beside it).
+async fn sqlite_store_at(path: &std::path::Path) -> Arc<dyn EventStore> {
+    let url = format!("sqlite://{}", path.display());
+    ledger::store::open(&url).await.unwrap()
+}
+
+/// Runs a workload with the views following it, then stops everything.
+async fn sqlite_history(path: &std::path::Path, projects: &[ProjectId], steps: usize, seed: u64) {
+    let store = sqlite_store_at(path).await;
+    let (ledger, clock, projections) = setup(store.clone()).await;
+    random_workload(&ledger, &clock, projects, steps, seed).await;
+    assert_views_equal_replay(&*store, &projections, projects, clock.now()).await;
+    drop((ledger, projections));
+    // Let the follower see its shutdown before the files change under it.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+fn remove_sqlite_file(path: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(name);
+    }
+}
+
+/// The views are derived data: with their file deleted, they are built again from the events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_deleted_views_file_is_built_again_from_the_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("quota.db");
+    let projects = projects(4);
+    sqlite_history(&path, &projects, 150, 31).await;
+    remove_sqlite_file(&projections::sqlite_views_path(&path));
+
+    let store = sqlite_store_at(&path).await;
+    let projections = Projections::start(store.clone()).await.unwrap();
+    let now = start_time() + TimeDelta::days(1);
+    assert_views_equal_replay(&*store, &projections, &projects, now).await;
+}
+
+/// A views file paired with another event file (the events file replaced, say by a backup)
+/// describes other events: its rows are dropped and the views are built from these events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_views_of_another_event_file_are_not_applied_to_this_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("quota.db");
+    let projects = projects(4);
+    sqlite_history(&path, &projects, 200, 41).await;
+    remove_sqlite_file(&path);
+    // A shorter, different history: the old views' checkpoint lies beyond its head.
+    sqlite_history(&path, &projects, 40, 42).await;
+
+    let store = sqlite_store_at(&path).await;
+    let projections = Projections::start(store.clone()).await.unwrap();
+    let now = start_time() + TimeDelta::days(1);
+    assert_views_equal_replay(&*store, &projections, &projects, now).await;
+    for status in projections.status().await.unwrap() {
+        assert!(status.position <= store.head().await.unwrap(), "{status:?}");
+    }
 }
