@@ -193,7 +193,7 @@ pub fn decide(
             expires_in_s,
         } => reserve(state, defaults, now, *reservation_id, deltas, *expires_in_s),
         Command::Commit { reservation_id } => commit(state, now, *reservation_id),
-        Command::Release { reservation_id } => release(state, now, *reservation_id),
+        Command::Release { reservation_id } => release(state, defaults, now, *reservation_id),
         Command::SetLimits { limits, force } => set_limits(state, defaults, now, limits, *force),
         Command::ResetLimits => Ok(if state.overrides.is_empty() {
             Decision::grant(vec![], Outcome::Limits)
@@ -348,7 +348,12 @@ fn commit(state: &ProjectState, now: Timestamp, id: ReservationId) -> Result<Dec
     }
 }
 
-fn release(state: &ProjectState, now: Timestamp, id: ReservationId) -> Result<Decision, Refusal> {
+fn release(
+    state: &ProjectState,
+    defaults: &Defaults,
+    now: Timestamp,
+    id: ReservationId,
+) -> Result<Decision, Refusal> {
     let reservation = state.reservation(&id).ok_or(Refusal::NotFound)?;
     let reason = match reservation.status {
         ReservationStatus::Released(_) => {
@@ -357,8 +362,13 @@ fn release(state: &ProjectState, now: Timestamp, id: ReservationId) -> Result<De
         ReservationStatus::Held if reservation.is_live_hold(now) => ReleaseReason::RolledBack,
         ReservationStatus::Held => ReleaseReason::Expired,
         ReservationStatus::Committed => {
-            // Freeing must leave room for the reductions still held, as a reserve would.
+            // Freeing a committed reservation takes its deltas out of in_use. Freeing must
+            // leave room for the reductions still held, as a reserve would; and freeing a
+            // committed reduction (a negative delta) gives usage back, which rule 1 bounds
+            // like any grant: it must fit under the limit with what is reserved.
             let mut underflows = vec![];
+            let mut overs = vec![];
+            let mut standing = BTreeMap::new();
             for (resource, delta) in reservation.deltas.iter() {
                 let usage = state.usage(resource, now);
                 let freed = checked_add(
@@ -369,9 +379,28 @@ fn release(state: &ProjectState, now: Timestamp, id: ReservationId) -> Result<De
                 if checked_add(resource, freed, usage.releasing)? < 0 {
                     underflows.push(resource.clone());
                 }
+                let limit = state.limit(defaults, resource).unwrap_or(Limit::UNLIMITED);
+                if delta < 0
+                    && limit.cap().is_some_and(|cap| {
+                        checked_add(resource, freed, usage.reserved).is_ok_and(|after| after > cap)
+                    })
+                {
+                    overs.push(resource.clone());
+                }
+                standing.insert(
+                    resource.clone(),
+                    ResourceStanding {
+                        limit,
+                        in_use: usage.in_use,
+                        reserved: usage.reserved,
+                    },
+                );
             }
             if !underflows.is_empty() {
                 return Err(Refusal::UsageUnderflow(underflows));
+            }
+            if !overs.is_empty() {
+                return Err(Refusal::OverQuota { overs, standing });
             }
             ReleaseReason::Freed
         }

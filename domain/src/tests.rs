@@ -363,6 +363,33 @@ fn commit_and_release_are_idempotent() {
     assert_eq!(g.usage("instances").in_use, 0);
 }
 
+/// Freeing a committed reduction gives its usage back, so rule 1 bounds it like a grant: it
+/// must fit under the limit with what is reserved (found by the model property below: shrink
+/// by 1, fill the room, then free the shrink).
+#[test]
+fn freeing_a_committed_reduction_must_fit_under_the_limit() {
+    let mut g = Given::defaults(&[("cores", 6)]);
+    g.ok(reserve_cmd(1, &[("cores", 4)]));
+    g.ok(commit(1));
+    g.ok(reserve_cmd(2, &[("cores", -1)]));
+    g.ok(commit(2));
+    g.ok(reserve_cmd(3, &[("cores", 3)]));
+    assert_eq!((g.usage("cores").in_use, g.usage("cores").reserved), (3, 3));
+
+    let d = g.when(&release(2));
+    assert!(d.events.is_empty());
+    let Err(Refusal::OverQuota { overs, standing }) = d.answer else {
+        panic!("expected over quota, got {:?}", d.answer);
+    };
+    assert_eq!(overs, vec![r("cores")]);
+    assert_eq!(standing[&r("cores")].headroom(), Some(0));
+
+    // Once the room is there, the reduction can be freed.
+    g.ok(release(3));
+    g.ok(release(2));
+    assert_eq!(g.usage("cores").in_use, 4);
+}
+
 #[test]
 fn release_of_a_hold_rolls_back_and_commit_then_fails() {
     let mut g = Given::defaults(&[("instances", 5)]);

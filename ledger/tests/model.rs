@@ -253,6 +253,32 @@ impl Model {
                 if !underflows.is_empty() {
                     return refused("usage-underflow", underflows);
                 }
+                // Freeing a committed reduction gives usage back: it must fit under the limit.
+                let overs: Vec<String> = r
+                    .deltas
+                    .iter()
+                    .filter(|(res, d)| {
+                        let limit = self.limit(res).unwrap_or(-1);
+                        **d < 0 && limit >= 0 && self.in_use(res) - **d + self.held(res).0 > limit
+                    })
+                    .map(|(res, _)| res.clone())
+                    .collect();
+                if !overs.is_empty() {
+                    return Answer::Refused {
+                        code: "over-quota",
+                        resources: r
+                            .deltas
+                            .keys()
+                            .map(|res| {
+                                let limit = self.limit(res).unwrap_or(-1);
+                                (
+                                    res.clone(),
+                                    Some((limit, self.in_use(res), self.held(res).0)),
+                                )
+                            })
+                            .collect(),
+                    };
+                }
                 for (res, d) in &r.deltas {
                     *self.in_use.entry(res.clone()).or_default() -= d;
                 }

@@ -177,8 +177,8 @@ pub async fn commit(
     Ok(Json(result?.into()))
 }
 
-/// Release a reservation: a held one is rolled back, a committed one frees its usage.
-/// Idempotent.
+/// Release a reservation: a held one is rolled back, a committed one frees its usage (a
+/// committed reduction gives its usage back, within the limit). Idempotent.
 #[utoipa::path(post, path = "/v1/projects/{p}/reservations/{id}/release", tag = "reservations",
     params(("p" = String, Path, description = "Project id"), ("id" = Uuid, Path, description = "Reservation id")),
     request_body(content = Option<TransitionRequest>, description = "Optional: actor and request id for the audit"),
@@ -186,7 +186,7 @@ pub async fn commit(
         (status = 200, description = "The released reservation", body = ReservationResponse),
         (status = 400, description = "invalid-request", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
-        (status = 403, description = "forbidden", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 403, description = "forbidden; over-quota (freeing a committed reduction would give back usage beyond the limit)", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 404, description = "not-found", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 409, description = "usage-underflow (freeing would take in_use below zero)", body = ProblemDocument, content_type = "application/problem+json"),
     ),
