@@ -28,9 +28,10 @@ pub(crate) fn spawn(inner: Arc<Inner>, mut shutdown: watch::Receiver<bool>) {
             match inner.apply_next_batch().await {
                 Ok(Applied::Advanced(position)) => {
                     // Under load, wait a moment so the next view transaction carries many
-                    // events: on SQLite it shares the one writer with the ledger's group
-                    // commits, and a view transaction per group commit halves their rate.
-                    // Behind by more than a batch, catch up at once instead.
+                    // events: its fixed costs (loading the touched state, an fsync, and on
+                    // PostgreSQL the views lock) are then shared, and the rows a batch
+                    // changes twice (a hold, then its commit) are written once. Behind by
+                    // more than a batch, catch up at once instead.
                     let behind = head.borrow().saturating_sub(position);
                     if behind < crate::checkpoint::BATCH_EVENTS as u64 {
                         tokio::select! {
