@@ -342,7 +342,11 @@ impl Tx {
             q.push(")");
             match ids {
                 None => {
-                    q.push(" AND held = 1");
+                    // The range (always true) makes SQLite search the partial index of holds;
+                    // without statistics it otherwise walks the primary key through every
+                    // committed reservation of the project, which only grows.
+                    q.push(" AND held = 1 AND expires_at_ms >= ")
+                        .push_bind(i64::MIN);
                 }
                 Some(ids) => {
                     q.push(" AND reservation_id IN (");
