@@ -293,7 +293,7 @@ impl Tx {
                     .in_use
                     .insert(resource(&name)?, in_use);
             }
-            let held = self.reservations(generation, chunk, None).await?;
+            let held = self.holds(generation, chunk).await?;
             for r in held {
                 let view = state.projects.entry(r.project).or_default();
                 if r.held {
@@ -305,13 +305,7 @@ impl Tx {
         }
         let named: Vec<&(String, ReservationId)> = reservations.iter().collect();
         for chunk in named.chunks(ROWS_PER_STATEMENT / 2) {
-            let projects: BTreeSet<&str> = chunk.iter().map(|(p, _)| p.as_str()).collect();
-            let projects: Vec<&str> = projects.into_iter().collect();
-            let ids: Vec<ReservationId> = chunk.iter().map(|(_, id)| *id).collect();
-            for r in self.reservations(generation, &projects, Some(&ids)).await? {
-                if !reservations.contains(&(r.project.clone(), r.id)) {
-                    continue;
-                }
+            for r in self.named_reservations(generation, chunk).await? {
                 let view = state.projects.entry(r.project).or_default();
                 if r.held {
                     view.held.insert(r.id, r.kept);
@@ -323,12 +317,11 @@ impl Tx {
         Ok(state)
     }
 
-    /// The held reservations of `projects`, or with `ids` the named ones, held or committed.
-    async fn reservations(
+    /// The held reservations of `projects`.
+    async fn holds(
         &mut self,
         generation: i64,
         projects: &[&str],
-        ids: Option<&[ReservationId]>,
     ) -> Result<Vec<StoredReservation>, ProjectionError> {
         let rows: Vec<(String, String, i64, i64, String)> = on_tx!(self, |c, DB| {
             let mut q = QueryBuilder::<DB>::new(
@@ -339,24 +332,40 @@ impl Tx {
             for p in projects {
                 list.push_bind(*p);
             }
-            q.push(")");
-            match ids {
-                None => {
-                    // The range (always true) makes SQLite search the partial index of holds;
-                    // without statistics it otherwise walks the primary key through every
-                    // committed reservation of the project, which only grows.
-                    q.push(" AND held = 1 AND expires_at_ms >= ")
-                        .push_bind(i64::MIN);
-                }
-                Some(ids) => {
-                    q.push(" AND reservation_id IN (");
-                    let mut list = q.separated(", ");
-                    for id in ids {
-                        list.push_bind(id.to_string());
-                    }
-                    q.push(")");
-                }
-            }
+            // The range (always true) makes SQLite search the partial index of holds; without
+            // statistics it otherwise walks the primary key through every committed
+            // reservation of the project, which only grows.
+            q.push(") AND held = 1 AND expires_at_ms >= ")
+                .push_bind(i64::MIN);
+            q.build_query_as().fetch_all(&mut *c).await?
+        });
+        rows.into_iter().map(stored_reservation).collect()
+    }
+
+    /// The named reservations, held or committed: the (project, id) pairs joined to the
+    /// table, one primary-key lookup each. (Separate `project IN` and `id IN` lists made SQLite
+    /// try the product of the two lists, and a row-value `IN` made it scan the generation; both
+    /// grew with the table, on every view batch.)
+    async fn named_reservations(
+        &mut self,
+        generation: i64,
+        named: &[&(String, ReservationId)],
+    ) -> Result<Vec<StoredReservation>, ProjectionError> {
+        let named: Vec<(&str, String)> = named
+            .iter()
+            .map(|(project, id)| (project.as_str(), id.to_string()))
+            .collect();
+        let rows: Vec<(String, String, i64, i64, String)> = on_tx!(self, |c, DB| {
+            // Both backends name the columns of a VALUES list column1, column2.
+            let mut q = QueryBuilder::<DB>::new(
+                "SELECT r.project, r.reservation_id, r.held, r.expires_at_ms, r.deltas FROM (",
+            );
+            q.push_values(&named, |mut b, (project, id)| {
+                b.push_bind(*project).push_bind(id.as_str());
+            });
+            q.push(") AS k JOIN usage_reservations r ON r.generation = ")
+                .push_bind(generation)
+                .push(" AND r.project = k.column1 AND r.reservation_id = k.column2");
             q.build_query_as().fetch_all(&mut *c).await?
         });
         rows.into_iter().map(stored_reservation).collect()
