@@ -1,7 +1,8 @@
 //! The read side: usage and audit views built from the ledger's global feed.
 //!
 //! - [`fold`](crate::fold): the usage state folded in memory from events, and audit rows.
-//! - `tables`: the view tables (migrations `0002_views.sql`), one transaction type for both
+//! - `tables`: the view tables (migrations `postgres/0002_views.sql`, and on SQLite
+//!   `sqlite-views/0001_views.sql` in the views' own file), one transaction type for both
 //!   backends; every row carries a *generation*, so a rebuild fills a fresh copy beside the
 //!   live one.
 //! - `checkpoint`: applying a batch to the live views and their checkpoints in one

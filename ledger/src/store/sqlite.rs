@@ -1,6 +1,7 @@
 //! The embedded store: one SQLite file in WAL mode with `synchronous=FULL`, so a commit returns
-//! only once the WAL is fsynced. SQLite has one writer at a time; appends run on a dedicated
-//! one-connection pool inside `BEGIN IMMEDIATE`, reads on their own pool.
+//! only once the WAL is fsynced. SQLite has one writer at a time; appends run on one dedicated
+//! connection inside `BEGIN IMMEDIATE`, reads on their own pool. (The views live in a file of
+//! their own, with their own writer: see the projections crate.)
 
 use std::collections::HashMap;
 use std::str::FromStr;
