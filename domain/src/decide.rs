@@ -380,12 +380,11 @@ fn release(
                     underflows.push(resource.clone());
                 }
                 let limit = state.limit(defaults, resource).unwrap_or(Limit::UNLIMITED);
-                if delta < 0
-                    && limit.cap().is_some_and(|cap| {
-                        checked_add(resource, freed, usage.reserved).is_ok_and(|after| after > cap)
-                    })
-                {
-                    overs.push(resource.clone());
+                if let Some(cap) = limit.cap().filter(|_| delta < 0) {
+                    // An overflow is refused like every other sum (not read as "fits").
+                    if checked_add(resource, freed, usage.reserved)? > cap {
+                        overs.push(resource.clone());
+                    }
                 }
                 standing.insert(
                     resource.clone(),

@@ -112,6 +112,7 @@ async fn forget_views_of_another_store(
                 "the views file was built from another event file; building the views again"
             );
         }
+        // Every table of migrations/sqlite-views: a view table added there belongs here too.
         for table in [
             "projection_state",
             "projection_checkpoints",
