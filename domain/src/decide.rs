@@ -7,7 +7,7 @@ use chrono::Duration;
 
 use crate::{
     check_limits, checked_add, Defaults, Deltas, Event, InvalidInput, Judged, Limit, Limits,
-    ProjectState, ReleaseReason, ReservationId, ReservationStatus, ResourceName, Timestamp,
+    ProjectState, ReleaseReason, ReservationId, ReservationStatus, ResourceName, Timestamp, Usage,
 };
 
 pub const MIN_EXPIRES_IN_S: u32 = 1;
@@ -80,6 +80,15 @@ pub struct ResourceStanding {
 }
 
 impl ResourceStanding {
+    /// The standing of a resource with this limit and usage.
+    pub fn of(limit: Limit, usage: &Usage) -> Self {
+        ResourceStanding {
+            limit,
+            in_use: usage.in_use,
+            reserved: usage.reserved,
+        }
+    }
+
     /// `limit - in_use - reserved`, or `None` when unlimited.
     pub fn headroom(&self) -> Option<i64> {
         self.limit.cap().map(|cap| {
@@ -248,14 +257,7 @@ fn reserve(
         let limit = state
             .limit(defaults, resource)
             .expect("every resource was checked to have a default limit");
-        standing.insert(
-            resource.clone(),
-            ResourceStanding {
-                limit,
-                in_use: usage.in_use,
-                reserved: usage.reserved,
-            },
-        );
+        standing.insert(resource.clone(), ResourceStanding::of(limit, &usage));
         if delta < 0 {
             let after = checked_add(
                 resource,
@@ -386,14 +388,7 @@ fn release(
                         overs.push(resource.clone());
                     }
                 }
-                standing.insert(
-                    resource.clone(),
-                    ResourceStanding {
-                        limit,
-                        in_use: usage.in_use,
-                        reserved: usage.reserved,
-                    },
-                );
+                standing.insert(resource.clone(), ResourceStanding::of(limit, &usage));
             }
             if !underflows.is_empty() {
                 return Err(Refusal::UsageUnderflow(underflows));
@@ -429,14 +424,7 @@ fn set_limits(
         let usage = state.usage(resource, now);
         let used = usage.in_use.saturating_add(usage.reserved);
         if lowering && cap < used {
-            below.insert(
-                resource.clone(),
-                ResourceStanding {
-                    limit: *limit,
-                    in_use: usage.in_use,
-                    reserved: usage.reserved,
-                },
-            );
+            below.insert(resource.clone(), ResourceStanding::of(*limit, &usage));
         }
     }
     if !below.is_empty() && !force {
