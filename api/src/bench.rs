@@ -95,6 +95,10 @@ pub struct BenchReport {
     pub boots: u64,
     pub decisions: u64,
     pub errors: u64,
+    /// In-process: how long a fresh process takes to load the busiest project's state (from
+    /// its snapshot and the events after it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cold_load_ms: Option<f64>,
 }
 
 const BOOT: [(&str, i64); 3] = [("instances", 1), ("cores", 2), ("ram", 4096)];
@@ -656,6 +660,20 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
         ok
     };
 
+    let mut verified = verified;
+    let cold_load_ms = match (&store, args.target.is_none()) {
+        (Some(store), true) => {
+            let busiest = committed
+                .iter()
+                .max_by_key(|(_, n)| **n)
+                .map_or(&projects[0], |(p, _)| p);
+            let (ms, same) = time_cold_loads(&**store, busiest).await?;
+            verified &= same;
+            Some(ms)
+        }
+        _ => None,
+    };
+
     Ok(BenchReport {
         workload: args.workload.name(),
         store: store_name,
@@ -673,7 +691,41 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
         boots,
         decisions,
         errors,
+        cold_load_ms,
     })
+}
+
+/// Loads one project as a process that just started would, from its snapshot and the events
+/// after it, and, for comparison, from all its events; reports both on stderr. Returns the
+/// first in ms, and whether both gave the same state.
+async fn time_cold_loads(
+    store: &dyn EventStore,
+    project: &ProjectId,
+) -> Result<(f64, bool), String> {
+    let started = Instant::now();
+    let (state, snapshot_version) = ledger::load_project(store, project, true)
+        .await
+        .map_err(|e| e.to_string())?;
+    let from_snapshot_ms = started.elapsed().as_secs_f64() * 1e3;
+    let started = Instant::now();
+    let (folded, _) = ledger::load_project(store, project, false)
+        .await
+        .map_err(|e| e.to_string())?;
+    let from_events_ms = started.elapsed().as_secs_f64() * 1e3;
+    let same = folded == state;
+    if !same {
+        eprintln!(
+            "verify: {project}: the state loaded from its snapshot differs from its events' fold"
+        );
+    }
+    let events = state.version.map_or(0, |v| v + 1);
+    let tail = events - snapshot_version.map_or(0, |v| v + 1);
+    eprintln!(
+        "bench: loading {project} ({events} events, {} reservations): {from_snapshot_ms:.1} ms \
+         from its snapshot and {tail} events after it, {from_events_ms:.1} ms from all its events",
+        state.reservation_count()
+    );
+    Ok((round2(from_snapshot_ms), same))
 }
 
 fn round2(x: f64) -> f64 {

@@ -11,6 +11,7 @@ mod decide;
 mod events;
 mod ids;
 mod quantity;
+mod snapshot;
 mod state;
 
 #[cfg(test)]
@@ -25,6 +26,7 @@ pub use decide::{
 pub use events::{Event, Judged, ReleaseReason, Timestamp, EVENT_TYPES};
 pub use ids::{ProjectId, ReservationId, ResourceName, DEFAULTS_STREAM, PROJECT_STREAM_PREFIX};
 pub use quantity::{check_limits, checked_add, Deltas, Limit, Limits, MAX_RESOURCES_PER_REQUEST};
+pub use snapshot::{EncodedSnapshot, SnapshotError, SNAPSHOT_FORMAT};
 pub use state::{Defaults, ProjectState, Reservation, ReservationStatus, StreamVersion, Usage};
 
 /// Input that breaks a rule of SPEC.md before any state is consulted: a 400 at the edge.

@@ -94,9 +94,9 @@ pub struct ProjectState {
     /// The stream version of the last limits event, and its global position once known.
     pub limits_version: StreamVersion,
     pub limits_position: Option<u64>,
-    in_use: BTreeMap<ResourceName, i64>,
-    reservations: HashMap<ReservationId, Reservation>,
-    held: BTreeSet<ReservationId>,
+    pub(crate) in_use: BTreeMap<ResourceName, i64>,
+    pub(crate) reservations: HashMap<ReservationId, Reservation>,
+    pub(crate) held: BTreeSet<ReservationId>,
 }
 
 impl ProjectState {
@@ -276,6 +276,21 @@ impl ProjectState {
                 }
             }
         }
+    }
+
+    /// The earliest stream version whose event gave a reservation (or the limits) its current
+    /// state but whose position was never noted: a state folded from stored events has none; a
+    /// snapshot taken while its last events were still being appended has a few at its end.
+    pub fn first_version_without_position(&self) -> Option<u64> {
+        let limits = self
+            .limits_version
+            .filter(|_| self.limits_position.is_none());
+        self.reservations
+            .values()
+            .filter(|r| r.position.is_none())
+            .map(|r| r.status_version)
+            .chain(limits)
+            .min()
     }
 
     pub fn reservation_count(&self) -> usize {

@@ -650,6 +650,11 @@ mod model {
                 prop_assert!(u.in_use >= 0, "in_use below zero: {u:?}");
                 prop_assert!(u.in_use + u.reserved <= 6, "oversubscribed: {u:?}");
             }
+            // Whatever the history, a snapshot of the state loads back as the same state.
+            if let Some(snapshot) = g.state.to_snapshot() {
+                let back = ProjectState::from_snapshot(g.state.project.clone(), &snapshot);
+                prop_assert_eq!(back.as_ref(), Ok(&g.state));
+            }
         }
     }
 }

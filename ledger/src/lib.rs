@@ -14,7 +14,8 @@ pub mod testing;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use pipeline::{
-    Ledger, LedgerConfig, LedgerError, LedgerStats, LimitSource, LimitsView, ReservationView,
+    load_project, Ledger, LedgerConfig, LedgerError, LedgerStats, LimitSource, LimitsView,
+    ReservationView,
 };
 pub use store::{
     AppendResult, Database, EventData, EventStore, ExpectedVersion, Metadata, Position,

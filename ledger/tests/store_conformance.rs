@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use domain::EncodedSnapshot;
 use ledger::testing;
 use ledger::{AppendResult, EventData, EventStore, ExpectedVersion, Metadata, StreamAppend};
 use serde_json::json;
@@ -28,11 +29,7 @@ fn event(n: u64) -> EventData {
 }
 
 fn append(stream: &str, expected: ExpectedVersion, events: Vec<EventData>) -> StreamAppend {
-    StreamAppend {
-        stream: stream.into(),
-        expected,
-        events,
-    }
+    StreamAppend::new(stream, expected, events)
 }
 
 async fn one(store: &dyn EventStore, a: StreamAppend) -> AppendResult {
@@ -339,6 +336,98 @@ async fn concurrent_writers_never_overwrite_and_followers_miss_nothing(
     assert_eq!(ids.len(), all.len());
 }
 
+fn with_snapshot(mut a: StreamAppend, version: u64, body: &str) -> StreamAppend {
+    a.snapshot = Some(EncodedSnapshot {
+        version,
+        format: 1,
+        data: body.into(),
+    });
+    a
+}
+
+async fn snapshots_are_stored_only_with_their_events(store: Arc<dyn EventStore>) {
+    assert_eq!(store.read_snapshot("s").await.unwrap(), None);
+    let first = one(
+        &*store,
+        with_snapshot(
+            append("s", ExpectedVersion::NoStream, vec![event(0), event(1)]),
+            1,
+            "first",
+        ),
+    )
+    .await;
+    assert!(!first.is_conflict());
+    let stored = store.read_snapshot("s").await.unwrap().unwrap();
+    assert_eq!((stored.version, stored.data.as_str()), (1, "first"));
+
+    // A conflicting append's snapshot is not stored, nor is a chain's after its broken link;
+    // in the same batch, the other stream's append and snapshot are.
+    let results = store
+        .append(&[
+            with_snapshot(
+                append("s", ExpectedVersion::Exact(0), vec![event(2)]),
+                2,
+                "stale",
+            ),
+            with_snapshot(
+                append("s", ExpectedVersion::Exact(2), vec![event(3)]),
+                3,
+                "after a broken link",
+            ),
+            with_snapshot(
+                append("t", ExpectedVersion::NoStream, vec![event(4)]),
+                0,
+                "other stream",
+            ),
+        ])
+        .await
+        .unwrap();
+    assert!(results[0].is_conflict() && results[1].is_conflict());
+    assert!(!results[2].is_conflict());
+    assert_eq!(
+        store.read_snapshot("s").await.unwrap().unwrap().data,
+        "first"
+    );
+    assert_eq!(
+        store.read_snapshot("t").await.unwrap().unwrap().data,
+        "other stream"
+    );
+
+    // A later snapshot replaces the earlier one; of two in one batch, the later stays.
+    store
+        .append(&[
+            with_snapshot(
+                append("s", ExpectedVersion::Exact(1), vec![event(5)]),
+                2,
+                "second",
+            ),
+            with_snapshot(
+                append("s", ExpectedVersion::Exact(2), vec![event(6), event(7)]),
+                4,
+                "third",
+            ),
+        ])
+        .await
+        .unwrap();
+    let stored = store.read_snapshot("s").await.unwrap().unwrap();
+    assert_eq!((stored.version, stored.data.as_str()), (4, "third"));
+
+    // Re-appending stored events writes nothing, so not their snapshot either.
+    let next = with_snapshot(
+        append("t", ExpectedVersion::Exact(0), vec![event(8)]),
+        1,
+        "next",
+    );
+    assert!(!one(&*store, next.clone()).await.is_conflict());
+    let mut replay = next;
+    replay.snapshot.as_mut().unwrap().data = "replayed".into();
+    assert!(!one(&*store, replay).await.is_conflict());
+    assert_eq!(
+        store.read_snapshot("t").await.unwrap().unwrap().data,
+        "next"
+    );
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -369,6 +458,7 @@ conformance!(
     a_broken_chain_stays_broken,
     empty_appends_check_the_version_only,
     the_feed_reads_from_any_position,
+    snapshots_are_stored_only_with_their_events,
 );
 
 #[tokio::test]

@@ -141,11 +141,11 @@ async fn seed(store: &dyn EventStore, total: usize) {
             .collect(),
     };
     store
-        .append(&[StreamAppend {
-            stream: DEFAULTS_STREAM.into(),
-            expected: ExpectedVersion::Any,
-            events: vec![data(&defaults, at, "admin")],
-        }])
+        .append(&[StreamAppend::new(
+            DEFAULTS_STREAM,
+            ExpectedVersion::Any,
+            vec![data(&defaults, at, "admin")],
+        )])
         .await
         .expect("append defaults");
     let mut rng = StdRng::seed_from_u64(7);
@@ -203,11 +203,11 @@ async fn seed(store: &dyn EventStore, total: usize) {
                     expires_at: at + TimeDelta::days(1),
                 }
             };
-            batch.push(StreamAppend {
-                stream: projects[p].clone(),
-                expected: ExpectedVersion::Any,
-                events: vec![data(&event, at, "bench")],
-            });
+            batch.push(StreamAppend::new(
+                projects[p].clone(),
+                ExpectedVersion::Any,
+                vec![data(&event, at, "bench")],
+            ));
             in_batch += 1;
         }
         store.append(&batch).await.expect("append batch");

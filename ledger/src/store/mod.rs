@@ -14,7 +14,7 @@ mod sqlite;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use domain::{StreamVersion, Timestamp};
+use domain::{EncodedSnapshot, StreamVersion, Timestamp};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -103,6 +103,26 @@ pub struct StreamAppend {
     pub stream: String,
     pub expected: ExpectedVersion,
     pub events: Vec<EventData>,
+    /// The stream's folded state as of this append's last event. It is stored, replacing the
+    /// stream's previous snapshot, in the same transaction as the events, and only if this
+    /// append writes them and they bring the stream to exactly `snapshot.version`: so a stored
+    /// snapshot always describes stored events, and the latest one is at the newest version.
+    pub snapshot: Option<EncodedSnapshot>,
+}
+
+impl StreamAppend {
+    pub fn new(
+        stream: impl Into<String>,
+        expected: ExpectedVersion,
+        events: Vec<EventData>,
+    ) -> Self {
+        StreamAppend {
+            stream: stream.into(),
+            expected,
+            events,
+            snapshot: None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -193,6 +213,9 @@ pub trait EventStore: Send + Sync + 'static {
         max_count: usize,
     ) -> Result<Vec<RecordedEvent>, StoreError>;
 
+    /// The stream's latest snapshot (see [`StreamAppend::snapshot`]), if it has one.
+    async fn read_snapshot(&self, stream: &str) -> Result<Option<EncodedSnapshot>, StoreError>;
+
     /// The position of the last event stored, 0 when empty.
     async fn head(&self) -> Result<Position, StoreError>;
 
@@ -241,4 +264,17 @@ pub(crate) fn to_u64(value: i64, what: &str) -> Result<u64, StoreError> {
 pub(crate) fn to_i64(value: u64) -> i64 {
     // Positions and versions are counts of stored events; they stay far below 2^63.
     i64::try_from(value).expect("position or version beyond i64")
+}
+
+pub(crate) fn snapshot_from(
+    version: i64,
+    format: i64,
+    data: String,
+) -> Result<EncodedSnapshot, StoreError> {
+    Ok(EncodedSnapshot {
+        version: to_u64(version, "snapshot version")?,
+        format: u16::try_from(format)
+            .map_err(|_| StoreError::Corrupt(format!("snapshot format {format}")))?,
+        data,
+    })
 }

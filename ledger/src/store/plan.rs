@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
 use super::{AppendResult, EventData, Position, StoreError, StreamAppend, MAX_BATCH_EVENTS};
-use domain::StreamVersion;
+use domain::{EncodedSnapshot, StreamVersion};
 
 /// Where an already-stored event lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,14 +59,27 @@ pub fn event_ids(batch: &[StreamAppend]) -> Vec<Uuid> {
         .collect()
 }
 
+/// What one append transaction does.
+#[derive(Debug)]
+pub struct Plan<'a> {
+    /// One per append, in order.
+    pub results: Vec<AppendResult>,
+    /// The events to insert, in position order.
+    pub rows: Vec<Row<'a>>,
+    /// The snapshots to store, each replacing its stream's previous one, in batch order (a
+    /// later one of the same stream is at a later version).
+    pub snapshots: Vec<(&'a str, &'a EncodedSnapshot)>,
+}
+
 pub fn plan<'a>(
     batch: &'a [StreamAppend],
     mut versions: HashMap<String, u64>,
     stored: &HashMap<Uuid, StoredAt>,
     head: Position,
-) -> Result<(Vec<AppendResult>, Vec<Row<'a>>), StoreError> {
+) -> Result<Plan<'a>, StoreError> {
     let mut results = Vec::with_capacity(batch.len());
     let mut rows = Vec::new();
+    let mut snapshots = Vec::new();
     let mut next_position = head + 1;
     // Appends to one stream within a batch form a chain, each decided on the ones before it:
     // once one of them conflicts, the rest of that stream's chain conflicts too.
@@ -123,11 +136,23 @@ pub fn plan<'a>(
         if let Some(v) = stream_version {
             versions.insert(append.stream.clone(), v);
         }
+        if let Some(snapshot) = &append.snapshot {
+            // A snapshot at any other version would describe events that are not (or not
+            // only) the stored ones: a caller bug, and never worth storing.
+            debug_assert_eq!(Some(snapshot.version), stream_version);
+            if !append.events.is_empty() && stream_version == Some(snapshot.version) {
+                snapshots.push((append.stream.as_str(), snapshot));
+            }
+        }
         results.push(AppendResult::Appended {
             versions: appended_versions,
             positions,
             stream_version,
         });
     }
-    Ok((results, rows))
+    Ok(Plan {
+        results,
+        rows,
+        snapshots,
+    })
 }

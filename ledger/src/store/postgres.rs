@@ -22,6 +22,7 @@ use super::{
     metadata_from, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore,
     Position, RecordedEvent, StoreError, StreamAppend,
 };
+use domain::EncodedSnapshot;
 
 /// The advisory lock key that serialises appends ("quota" in ASCII).
 const APPEND_LOCK_KEY: i64 = 0x71_75_6f_74_61;
@@ -199,9 +200,27 @@ impl EventStore for PostgresStore {
                 }
             }
         }
-        let (results, rows) = plan::plan(batch, versions, &stored, head)?;
+        let plan::Plan {
+            results,
+            rows,
+            snapshots,
+        } = plan::plan(batch, versions, &stored, head)?;
 
         let new_head = rows.last().map(|r| r.position);
+        // Rare (one per doubling of a project's history), so one statement each.
+        for (stream, snapshot) in &snapshots {
+            sqlx::query(
+                "INSERT INTO snapshots (stream, version, format, data) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (stream) DO UPDATE \
+                 SET version = excluded.version, format = excluded.format, data = excluded.data",
+            )
+            .bind(stream)
+            .bind(to_i64(snapshot.version))
+            .bind(snapshot.format as i16)
+            .bind(&snapshot.data)
+            .execute(&mut *tx)
+            .await?;
+        }
         if !rows.is_empty() {
             let mut positions = Vec::with_capacity(rows.len());
             let mut stream_names = Vec::with_capacity(rows.len());
@@ -286,6 +305,16 @@ impl EventStore for PostgresStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(decode_row).collect()
+    }
+
+    async fn read_snapshot(&self, stream: &str) -> Result<Option<EncodedSnapshot>, StoreError> {
+        let row: Option<(i64, i16, String)> =
+            sqlx::query_as("SELECT version, format, data FROM snapshots WHERE stream = $1")
+                .bind(stream)
+                .fetch_optional(&self.pool)
+                .await?;
+        row.map(|(version, format, data)| super::snapshot_from(version, format.into(), data))
+            .transpose()
     }
 
     async fn head(&self) -> Result<Position, StoreError> {

@@ -20,6 +20,7 @@ use super::{
     metadata_from, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore,
     Position, RecordedEvent, StoreError, StreamAppend,
 };
+use domain::EncodedSnapshot;
 
 /// The page size of files this store creates (existing files keep theirs).
 const PAGE_SIZE_BYTES: u32 = 1024;
@@ -27,6 +28,9 @@ const PAGE_SIZE_BYTES: u32 = 1024;
 const WAL_AUTOCHECKPOINT_BYTES: u64 = 64 << 20;
 /// How often the WAL is copied back into the database file while writes go on.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(250);
+const SAVE_SNAPSHOT: &str = "INSERT INTO snapshots (stream, version, format, data) \
+     VALUES (?1, ?2, ?3, ?4) ON CONFLICT (stream) DO UPDATE \
+     SET version = excluded.version, format = excluded.format, data = excluded.data";
 const COLUMNS: &str = "position, stream, version, event_id, event_type, schema_version, data, actor, request_id, correlation_id, recorded_at_ms";
 
 pub struct SqliteStore {
@@ -145,13 +149,27 @@ impl SqliteStore {
                 }
             }
         }
-        let (results, rows) = plan::plan(batch, versions, &stored, head)?;
+        let plan::Plan {
+            results,
+            rows,
+            snapshots,
+        } = plan::plan(batch, versions, &stored, head)?;
 
         let new_head = rows.last().map(|r| r.position);
         if rows.is_empty() {
             // Nothing to write (conflicts, or events stored already): no fsync either.
             sqlx::query("ROLLBACK").execute(&mut *conn).await?;
         } else {
+            // Rare (one per doubling of a project's history), so one statement each.
+            for (stream, snapshot) in &snapshots {
+                sqlx::query(SAVE_SNAPSHOT)
+                    .bind(stream)
+                    .bind(to_i64(snapshot.version))
+                    .bind(i64::from(snapshot.format))
+                    .bind(&snapshot.data)
+                    .execute(&mut *conn)
+                    .await?;
+            }
             let packed: Vec<serde_json::Value> = rows
                 .iter()
                 .map(|row| {
@@ -318,6 +336,16 @@ impl EventStore for SqliteStore {
         .fetch_all(&self.read)
         .await?;
         rows.iter().map(decode_row).collect()
+    }
+
+    async fn read_snapshot(&self, stream: &str) -> Result<Option<EncodedSnapshot>, StoreError> {
+        let row: Option<(i64, i64, String)> =
+            sqlx::query_as("SELECT version, format, data FROM snapshots WHERE stream = ?")
+                .bind(stream)
+                .fetch_optional(&self.read)
+                .await?;
+        row.map(|(version, format, data)| super::snapshot_from(version, format, data))
+            .transpose()
     }
 
     async fn head(&self) -> Result<Position, StoreError> {

@@ -1,0 +1,393 @@
+//! The stored form of a project's folded state, so that a project with a long history loads
+//! from its last snapshot plus the events after it instead of from its first event.
+//!
+//! A snapshot is a cache of `fold(apply, events[..=version])`, never a source of truth: the
+//! events stay. Its body is an explicit serialised type, like the events' (see `codec`), and it
+//! carries [`SNAPSHOT_FORMAT`]. A snapshot of any other format is not read (the project is
+//! folded from its events again and snapshotted anew), so bump the format whenever the stored
+//! form or what [`ProjectState::apply`] folds changes: a state folded by older rules must never
+//! be mistaken for one folded by the current rules.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::{
+    Deltas, Limit, ProjectId, ProjectState, ReleaseReason, Reservation, ReservationId,
+    ReservationStatus, ResourceName, Timestamp,
+};
+
+/// The snapshot format this code writes and the only one it reads.
+pub const SNAPSHOT_FORMAT: u16 = 1;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SnapshotError {
+    #[error("snapshot format {0} is not {SNAPSHOT_FORMAT}")]
+    OtherFormat(u16),
+    #[error("snapshot does not decode: {0}")]
+    Malformed(String),
+}
+
+/// A project's state in stored form: the stream version it was folded to, and the JSON body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodedSnapshot {
+    pub version: u64,
+    pub format: u16,
+    pub data: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateV1 {
+    version: u64,
+    overrides: BTreeMap<String, i64>,
+    limits_version: Option<u64>,
+    limits_position: Option<u64>,
+    in_use: BTreeMap<String, i64>,
+    reservations: Vec<ReservationV1>,
+}
+
+/// One reservation as a JSON array (`[id, deltas, status, ...]`): a long-lived project has
+/// one per reservation it ever had, so field names would be most of the snapshot's bytes.
+#[derive(Serialize, Deserialize)]
+struct ReservationV1(
+    Uuid,
+    BTreeMap<String, i64>,
+    /// "held", "committed", or the release reason ("rolled_back", "expired", "freed").
+    String,
+    /// created_at, expires_at and status_at, in ms since the Unix epoch.
+    i64,
+    i64,
+    i64,
+    /// The stream version of the status event, and its global position if it was known.
+    u64,
+    Option<u64>,
+);
+
+fn status_name(status: ReservationStatus) -> &'static str {
+    match status {
+        ReservationStatus::Held => "held",
+        ReservationStatus::Committed => "committed",
+        ReservationStatus::Released(reason) => reason.as_str(),
+    }
+}
+
+fn status_from(name: &str) -> Result<ReservationStatus, String> {
+    Ok(match name {
+        "held" => ReservationStatus::Held,
+        "committed" => ReservationStatus::Committed,
+        "rolled_back" => ReservationStatus::Released(ReleaseReason::RolledBack),
+        "expired" => ReservationStatus::Released(ReleaseReason::Expired),
+        "freed" => ReservationStatus::Released(ReleaseReason::Freed),
+        other => return Err(format!("unknown reservation status {other:?}")),
+    })
+}
+
+fn names(map: &BTreeMap<ResourceName, i64>) -> BTreeMap<String, i64> {
+    map.iter()
+        .map(|(k, v)| (k.as_str().to_owned(), *v))
+        .collect()
+}
+
+fn resource_map(map: BTreeMap<String, i64>) -> Result<BTreeMap<ResourceName, i64>, String> {
+    map.into_iter()
+        .map(|(k, v)| {
+            ResourceName::parse(&k)
+                .map(|name| (name, v))
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+fn timestamp(ms: i64) -> Result<Timestamp, String> {
+    chrono::DateTime::from_timestamp_millis(ms).ok_or_else(|| format!("time {ms} out of range"))
+}
+
+impl ProjectState {
+    /// The stored form of this state, or `None` for a project with no events (nothing to
+    /// save). Times keep millisecond precision, the precision events are recorded with.
+    pub fn to_snapshot(&self) -> Option<EncodedSnapshot> {
+        let version = self.version?;
+        let mut reservations: Vec<&Reservation> = self.reservations.values().collect();
+        // Stream order, so that equal states give equal bytes.
+        reservations.sort_by_key(|r| (r.status_version, r.id));
+        let body = StateV1 {
+            version,
+            overrides: self
+                .overrides
+                .iter()
+                .map(|(k, v)| (k.as_str().to_owned(), v.value()))
+                .collect(),
+            limits_version: self.limits_version,
+            limits_position: self.limits_position,
+            in_use: names(&self.in_use),
+            reservations: reservations
+                .into_iter()
+                .map(|r| {
+                    ReservationV1(
+                        r.id.0,
+                        names(r.deltas.as_map()),
+                        status_name(r.status).to_owned(),
+                        r.created_at.timestamp_millis(),
+                        r.expires_at.timestamp_millis(),
+                        r.status_at.timestamp_millis(),
+                        r.status_version,
+                        r.position,
+                    )
+                })
+                .collect(),
+        };
+        Some(EncodedSnapshot {
+            version,
+            format: SNAPSHOT_FORMAT,
+            data: serde_json::to_string(&body).expect("a state always serialises"),
+        })
+    }
+
+    /// The state a snapshot holds. Everything is validated as events are: a snapshot that
+    /// does not describe a possible state is an error, never a panic or a silently odd state.
+    pub fn from_snapshot(
+        project: ProjectId,
+        snapshot: &EncodedSnapshot,
+    ) -> Result<ProjectState, SnapshotError> {
+        if snapshot.format != SNAPSHOT_FORMAT {
+            return Err(SnapshotError::OtherFormat(snapshot.format));
+        }
+        let body: StateV1 = serde_json::from_str(&snapshot.data)
+            .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+        Self::from_v1(project, body, snapshot.version).map_err(SnapshotError::Malformed)
+    }
+
+    fn from_v1(project: ProjectId, body: StateV1, version: u64) -> Result<ProjectState, String> {
+        if body.version != version {
+            return Err(format!(
+                "body is at version {} but stored as {version}",
+                body.version
+            ));
+        }
+        let at_or_before = |v: u64, what: &str| {
+            if v <= version {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{what} version {v} is after the snapshot's {version}"
+                ))
+            }
+        };
+        if let Some(v) = body.limits_version {
+            at_or_before(v, "limits")?;
+        }
+        let mut state = ProjectState::new(project);
+        state.version = Some(version);
+        state.limits_version = body.limits_version;
+        state.limits_position = body.limits_position;
+        for (name, value) in body.overrides {
+            let name = ResourceName::parse(&name).map_err(|e| e.to_string())?;
+            let limit = Limit::new(value).map_err(|e| e.to_string())?;
+            state.overrides.insert(name, limit);
+        }
+        state.in_use = resource_map(body.in_use)?;
+        for ReservationV1(
+            id,
+            deltas,
+            status,
+            created,
+            expires,
+            status_at,
+            status_version,
+            position,
+        ) in body.reservations
+        {
+            at_or_before(status_version, "reservation status")?;
+            let reservation = Reservation {
+                id: ReservationId(id),
+                deltas: Deltas::new(resource_map(deltas)?).map_err(|e| e.to_string())?,
+                status: status_from(&status)?,
+                created_at: timestamp(created)?,
+                expires_at: timestamp(expires)?,
+                status_at: timestamp(status_at)?,
+                status_version,
+                position,
+            };
+            if reservation.status == ReservationStatus::Held {
+                state.held.insert(reservation.id);
+            }
+            if state
+                .reservations
+                .insert(reservation.id, reservation)
+                .is_some()
+            {
+                return Err(format!("reservation {id} twice"));
+            }
+        }
+        Ok(state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Event;
+    use chrono::Duration;
+
+    fn r(s: &str) -> ResourceName {
+        ResourceName::parse(s).unwrap()
+    }
+
+    fn id(n: u128) -> ReservationId {
+        ReservationId(Uuid::from_u128(n))
+    }
+
+    fn deltas(pairs: &[(&str, i64)]) -> Deltas {
+        Deltas::new(pairs.iter().map(|(k, v)| (r(k), *v)).collect()).unwrap()
+    }
+
+    fn t0() -> Timestamp {
+        timestamp(1_700_000_000_123).unwrap()
+    }
+
+    /// A state with every status, overrides, corrected usage and some known positions.
+    fn busy_state() -> ProjectState {
+        let mut state = ProjectState::new(ProjectId::parse("p").unwrap());
+        let mut at = t0();
+        let mut apply = |state: &mut ProjectState, event: Event| {
+            at += Duration::milliseconds(7);
+            state.apply(&event, at);
+            let version = state.version.unwrap();
+            if version.is_multiple_of(2) {
+                state.note_position(&event, version, 1000 + version);
+            }
+        };
+        apply(
+            &mut state,
+            Event::LimitsSet {
+                limits: [(r("cores"), Limit::new(10).unwrap())].into(),
+                forced: false,
+            },
+        );
+        for n in 1..=5 {
+            apply(
+                &mut state,
+                Event::ReservationRequested {
+                    reservation_id: id(n),
+                    deltas: deltas(&[("cores", n as i64), ("ram", -1)]),
+                    expires_at: t0() + Duration::seconds(60),
+                },
+            );
+        }
+        apply(
+            &mut state,
+            Event::ReservationCommitted {
+                reservation_id: id(1),
+            },
+        );
+        apply(
+            &mut state,
+            Event::ReservationCommitted {
+                reservation_id: id(2),
+            },
+        );
+        for (n, reason) in [
+            (2, ReleaseReason::Freed),
+            (3, ReleaseReason::RolledBack),
+            (4, ReleaseReason::Expired),
+        ] {
+            apply(
+                &mut state,
+                Event::ReservationReleased {
+                    reservation_id: id(n),
+                    reason,
+                },
+            );
+        }
+        apply(
+            &mut state,
+            Event::UsageCorrected {
+                resource: r("disk"),
+                in_use_before: 0,
+                in_use_after: 3,
+                reason: "audit".into(),
+            },
+        );
+        state
+    }
+
+    #[test]
+    fn a_state_round_trips() {
+        let state = busy_state();
+        let snapshot = state.to_snapshot().unwrap();
+        assert_eq!(snapshot.version, state.version.unwrap());
+        let back = ProjectState::from_snapshot(state.project.clone(), &snapshot).unwrap();
+        assert_eq!(back, state);
+        let held: Vec<ReservationId> = back.held().map(|r| r.id).collect();
+        assert_eq!(held, [id(5)]);
+        assert_eq!(back.to_snapshot().unwrap(), snapshot);
+    }
+
+    #[test]
+    fn a_project_without_events_has_no_snapshot() {
+        assert_eq!(
+            ProjectState::new(ProjectId::parse("p").unwrap()).to_snapshot(),
+            None
+        );
+    }
+
+    #[test]
+    fn format_1_bodies_stay_readable() {
+        let data = r#"{"version":2,"overrides":{"cores":-1},"limits_version":0,"limits_position":null,"in_use":{"cores":2},"reservations":[["00000000-0000-0000-0000-000000000001",{"cores":2},"committed",1700000000000,1700000060000,1700000000005,2,17]]}"#;
+        let snapshot = EncodedSnapshot {
+            version: 2,
+            format: 1,
+            data: data.into(),
+        };
+        let state = ProjectState::from_snapshot(ProjectId::parse("p").unwrap(), &snapshot).unwrap();
+        let reservation = state.reservation(&id(1)).unwrap();
+        assert_eq!(reservation.status, ReservationStatus::Committed);
+        assert_eq!(reservation.position, Some(17));
+        assert_eq!(state.in_use(&r("cores")), 2);
+        assert_eq!(state.limits_version, Some(0));
+    }
+
+    #[test]
+    fn bad_snapshots_are_errors_not_panics() {
+        let state = busy_state();
+        let good = state.to_snapshot().unwrap();
+        let project = state.project.clone();
+        let other_format = EncodedSnapshot {
+            format: SNAPSHOT_FORMAT + 1,
+            ..good.clone()
+        };
+        assert_eq!(
+            ProjectState::from_snapshot(project.clone(), &other_format),
+            Err(SnapshotError::OtherFormat(SNAPSHOT_FORMAT + 1))
+        );
+        let wrong_version = EncodedSnapshot {
+            version: good.version + 1,
+            ..good.clone()
+        };
+        let bodies = [
+            "not json".to_owned(),
+            good.data.replace("\"committed\"", "\"lost\""),
+            good.data.replace("\"cores\"", "\"bad name!\""),
+            good.data.replace("\"cores\":10", "\"cores\":-2"),
+            good.data
+                .replace("\"version\":", "\"extra\":1,\"version\":"),
+        ];
+        for data in bodies {
+            assert_ne!(data, good.data);
+            let bad = EncodedSnapshot {
+                data,
+                ..good.clone()
+            };
+            assert!(matches!(
+                ProjectState::from_snapshot(project.clone(), &bad),
+                Err(SnapshotError::Malformed(_))
+            ));
+        }
+        assert!(matches!(
+            ProjectState::from_snapshot(project, &wrong_version),
+            Err(SnapshotError::Malformed(_))
+        ));
+    }
+}
