@@ -99,6 +99,10 @@ pub struct BenchReport {
     /// its snapshot and the events after it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cold_load_ms: Option<f64>,
+    /// In-process with views running: how many events the views had yet to apply when the load
+    /// stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub views_behind_events: Option<u64>,
 }
 
 const BOOT: [(&str, i64); 3] = [("instances", 1), ("cores", 2), ("ram", 4096)];
@@ -602,6 +606,19 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
         0
     };
     eprintln!("bench: {boots} boots, {decisions} decisions in {elapsed:.1} s; verifying");
+    // The views follow the log at a lower priority than decisions: say how far behind the load
+    // left them (they catch up before verifying).
+    let views_behind_events = match &projections {
+        Some(projections) => {
+            let statuses = projections.status().await.map_err(|e| e.to_string())?;
+            let behind = statuses.iter().map(|s| s.lag).max().unwrap_or(0);
+            eprintln!(
+                "bench: at the end of the load the views were {behind} events behind the log"
+            );
+            Some(behind)
+        }
+        None => None,
+    };
     if let Some(line) = driver.describe() {
         eprintln!("bench: {line}");
     }
@@ -692,6 +709,7 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
         decisions,
         errors,
         cold_load_ms,
+        views_behind_events,
     })
 }
 

@@ -23,6 +23,8 @@ pub(crate) const REBUILD_LOCK_KEY: i64 = VIEWS_LOCK_KEY + 1;
 /// Page size of a views file when it is created: view rows are small and a batch touches
 /// pages all over the audit indexes, so small pages mean fewer bytes through the WAL.
 const VIEWS_PAGE_SIZE_BYTES: u32 = 1024;
+/// The views' WAL bound: past it the writer checkpoints itself.
+const WAL_AUTOCHECKPOINT_BYTES: u64 = 64 << 20;
 
 /// Where the views of the SQLite event file `events_file` live.
 pub fn sqlite_views_path(events_file: &Path) -> PathBuf {
@@ -50,10 +52,13 @@ impl Db {
         match store.database() {
             Database::Sqlite(store_pool) => {
                 let events_options: SqliteConnectOptions = (*store_pool.connect_options()).clone();
-                let events = SqlitePoolOptions::new()
-                    .max_connections(2)
-                    .connect_with(events_options.clone().read_only(true))
-                    .await?;
+                // The event reader and the views writer serve only the follower (and
+                // rebuilds): their SQLite threads start on the views thread, at its priority.
+                let events = on_views_thread(
+                    SqlitePoolOptions::new().max_connections(2),
+                    events_options.clone().read_only(true),
+                )
+                .await?;
                 let options = SqliteConnectOptions::new()
                     .filename(sqlite_views_path(events_options.get_filename()))
                     .create_if_missing(true)
@@ -61,10 +66,17 @@ impl Db {
                     .journal_mode(SqliteJournalMode::Wal)
                     .synchronous(SqliteSynchronous::Full)
                     .busy_timeout(Duration::from_secs(10));
-                let write = SqlitePoolOptions::new()
-                    .max_connections(1)
-                    .connect_with(options.clone())
-                    .await?;
+                let write = on_views_thread(
+                    SqlitePoolOptions::new().max_connections(1),
+                    // The follower checkpoints in the background (`checkpoint_wal`); the
+                    // writer's own checkpoint, by default every 1,000 pages, would copy nearly
+                    // every view batch into the file a second time, and fsync it, in line.
+                    options.clone().pragma(
+                        "wal_autocheckpoint",
+                        (WAL_AUTOCHECKPOINT_BYTES / u64::from(VIEWS_PAGE_SIZE_BYTES)).to_string(),
+                    ),
+                )
+                .await?;
                 sqlx::migrate!("../migrations/sqlite-views")
                     .run(&write)
                     .await
@@ -74,11 +86,13 @@ impl Db {
                     .max_connections(4)
                     .connect_with(options.clone().read_only(true))
                     .await?;
-                let checkpointer = SqlitePoolOptions::new()
-                    .max_connections(1)
-                    .min_connections(0)
-                    .connect_with(options)
-                    .await?;
+                let checkpointer = on_views_thread(
+                    SqlitePoolOptions::new()
+                        .max_connections(1)
+                        .min_connections(0),
+                    options,
+                )
+                .await?;
                 Ok(Db::Sqlite {
                     events,
                     write,
@@ -89,6 +103,18 @@ impl Db {
             Database::Postgres(pool) => Ok(Db::Postgres(pool)),
         }
     }
+}
+
+/// Opens a pool from the views thread (see `background`), so that SQLite's connection threads
+/// start there and run at its priority.
+async fn on_views_thread(
+    pool: SqlitePoolOptions,
+    options: SqliteConnectOptions,
+) -> Result<SqlitePool, ProjectionError> {
+    crate::background::spawn(async move { pool.connect_with(options).await })
+        .await
+        .map_err(|e| ProjectionError::Database(format!("views thread: {e}")))?
+        .map_err(Into::into)
 }
 
 /// A views file records which event file it was built from (the id the events file's

@@ -3,7 +3,7 @@
 //! and apply batch after batch until caught up.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -14,12 +14,15 @@ use crate::Inner;
 const RECHECK_EVERY: Duration = Duration::from_millis(500);
 /// How long new events may wait to be applied together with the ones that follow them.
 const COALESCE_FOR: Duration = Duration::from_millis(20);
+/// How often, while views are written, their WAL is copied back into their file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 /// Wait after a failure before trying again (the database may be restarting).
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 
 pub(crate) fn spawn(inner: Arc<Inner>, mut shutdown: watch::Receiver<bool>) {
     let mut head = inner.store.watch_head();
-    tokio::spawn(async move {
+    crate::background::spawn(async move {
+        let mut last_checkpoint = Instant::now();
         loop {
             if *shutdown.borrow() {
                 return;
@@ -27,6 +30,10 @@ pub(crate) fn spawn(inner: Arc<Inner>, mut shutdown: watch::Receiver<bool>) {
             head.mark_unchanged();
             match inner.apply_next_batch().await {
                 Ok(Applied::Advanced(position)) => {
+                    if last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
+                        inner.db.checkpoint_wal();
+                        last_checkpoint = Instant::now();
+                    }
                     // Under load, wait a moment so the next view transaction carries many
                     // events: its fixed costs (loading the touched state, an fsync, and on
                     // PostgreSQL the views lock) are then shared, and the rows a batch

@@ -16,6 +16,7 @@
 //! batch is applied twice.
 
 mod audit;
+mod background;
 mod checkpoint;
 mod db;
 mod feed;
@@ -199,7 +200,7 @@ impl Projections {
         let inner = projections.inner.clone();
         // Views built by another version of this code are rebuilt beside the live ones; until
         // the switch, readers get the old copies, kept current by the follower.
-        tokio::spawn(async move {
+        background::spawn(async move {
             if let Err(error) = inner.rebuild(&PROJECTION_NAMES, true, &|_, _| {}).await {
                 tracing::error!(error = ?error, "rebuilding outdated views failed");
             }
