@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgPoolOptions;
 
 use crate::store::{EventStore, PostgresStore, SqliteStore};
 
@@ -54,7 +54,7 @@ pub fn postgres_url_in(url: &str, schema: &str) -> String {
 
 /// A store with its own pool on `schema`.
 pub async fn postgres_store_in(url: &str, schema: &str) -> Arc<dyn EventStore> {
-    let options: PgConnectOptions = url.parse().expect("PostgreSQL URL");
+    let options = PostgresStore::connect_options(url).expect("PostgreSQL URL");
     let pool = PgPoolOptions::new()
         .max_connections(8)
         .connect_with(options.options([("search_path", schema)]))
