@@ -477,18 +477,3 @@ async fn postgres_concurrent_writers_on_two_pools() {
     let b = testing::postgres_store_in(&url, &schema).await;
     concurrent_writers_never_overwrite_and_followers_miss_nothing(vec![a, b]).await;
 }
-
-#[tokio::test]
-async fn postgres_plans_each_statement_for_the_tables_as_they_are() {
-    let Some(store) = testing::postgres_store().await else {
-        return;
-    };
-    let ledger::Database::Postgres(pool) = store.database() else {
-        panic!("a PostgreSQL store has a PostgreSQL pool");
-    };
-    let mode: String = sqlx::query_scalar("SHOW plan_cache_mode")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(mode, "force_custom_plan");
-}

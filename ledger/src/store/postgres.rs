@@ -27,7 +27,13 @@ use domain::EncodedSnapshot;
 /// The advisory lock key that serialises appends ("quota" in ASCII).
 const APPEND_LOCK_KEY: i64 = 0x71_75_6f_74_61;
 /// `BEGIN; SELECT pg_advisory_xact_lock(APPEND_LOCK_KEY)`, spelled out for the simple protocol.
-const BEGIN_AND_LOCK: &str = "BEGIN; SELECT pg_advisory_xact_lock(487301543009)";
+/// An append only looks rows up by key, so a sequential scan of `events` is never the right
+/// plan for it; but a connection opened on a new database caches the plans made for its empty
+/// tables, and without fresh statistics (autovacuum off) kept scanning as the tables grew
+/// (`quota bench --workload hot` on a new database: 2,679 boots/s; with scans off: see
+/// docs/BENCHMARKS.md). Planning every statement anew instead cost a quarter of the boots/s.
+const BEGIN_AND_LOCK: &str =
+    "BEGIN; SET LOCAL enable_seqscan = off; SELECT pg_advisory_xact_lock(487301543009)";
 const NOTIFY_CHANNEL: &str = "quota_events";
 const COLUMNS: &str = "position, stream, version, event_id, event_type, schema_version, data, actor, request_id, correlation_id, recorded_at_ms";
 
@@ -37,16 +43,10 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// The connection options of a store at `url`. Every statement is planned for the tables
-    /// as they are when it runs (`plan_cache_mode`): with cached generic plans, connections
-    /// opened on a new, empty database kept the sequential scans planned for its empty tables
-    /// as the tables grew (`quota bench --workload hot` on a new database: 2,679 boots/s;
-    /// planned each time: 6,047; on the same database later, 5,462 against 5,435).
+    /// The connection options of a store at `url`.
     pub fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError> {
-        Ok(url
-            .parse::<PgConnectOptions>()
-            .map_err(|e: sqlx::Error| StoreError::UnsupportedUrl(e.to_string()))?
-            .options([("plan_cache_mode", "force_custom_plan")]))
+        url.parse::<PgConnectOptions>()
+            .map_err(|e: sqlx::Error| StoreError::UnsupportedUrl(e.to_string()))
     }
 
     pub async fn open(url: &str) -> Result<Self, StoreError> {
