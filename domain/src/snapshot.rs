@@ -37,7 +37,7 @@ pub struct EncodedSnapshot {
     pub data: String,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StateV1 {
     version: u64,
@@ -50,7 +50,7 @@ struct StateV1 {
 
 /// One reservation as a JSON array (`[id, deltas, status, ...]`): a long-lived project has
 /// one per reservation it ever had, so field names would be most of the snapshot's bytes.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct ReservationV1(
     Uuid,
     BTreeMap<String, i64>,
@@ -61,6 +61,31 @@ struct ReservationV1(
     i64,
     i64,
     /// The stream version of the status event, and its global position if it was known.
+    u64,
+    Option<u64>,
+);
+
+/// The same form as [`StateV1`], written from borrowed fields: a snapshot is taken on the
+/// decision path of a busy project, so it copies nothing. The round-trip and frozen-body tests
+/// hold the two to one form.
+#[derive(Serialize)]
+struct StateV1Out<'a> {
+    version: u64,
+    overrides: BTreeMap<&'a str, i64>,
+    limits_version: Option<u64>,
+    limits_position: Option<u64>,
+    in_use: &'a BTreeMap<ResourceName, i64>,
+    reservations: Vec<ReservationV1Out<'a>>,
+}
+
+#[derive(Serialize)]
+struct ReservationV1Out<'a>(
+    &'a Uuid,
+    &'a BTreeMap<ResourceName, i64>,
+    &'static str,
+    i64,
+    i64,
+    i64,
     u64,
     Option<u64>,
 );
@@ -84,12 +109,6 @@ fn status_from(name: &str) -> Result<ReservationStatus, String> {
     })
 }
 
-fn names(map: &BTreeMap<ResourceName, i64>) -> BTreeMap<String, i64> {
-    map.iter()
-        .map(|(k, v)| (k.as_str().to_owned(), *v))
-        .collect()
-}
-
 fn resource_map(map: BTreeMap<String, i64>) -> Result<BTreeMap<ResourceName, i64>, String> {
     map.into_iter()
         .map(|(k, v)| {
@@ -110,25 +129,26 @@ impl ProjectState {
     pub fn to_snapshot(&self) -> Option<EncodedSnapshot> {
         let version = self.version?;
         let mut reservations: Vec<&Reservation> = self.reservations.values().collect();
-        // Stream order, so that equal states give equal bytes.
-        reservations.sort_by_key(|r| (r.status_version, r.id));
-        let body = StateV1 {
+        // Stream order (each reservation's status event has its own version), so that equal
+        // states give equal bytes.
+        reservations.sort_unstable_by_key(|r| r.status_version);
+        let body = StateV1Out {
             version,
             overrides: self
                 .overrides
                 .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v.value()))
+                .map(|(k, v)| (k.as_str(), v.value()))
                 .collect(),
             limits_version: self.limits_version,
             limits_position: self.limits_position,
-            in_use: names(&self.in_use),
+            in_use: &self.in_use,
             reservations: reservations
                 .into_iter()
                 .map(|r| {
-                    ReservationV1(
-                        r.id.0,
-                        names(r.deltas.as_map()),
-                        status_name(r.status).to_owned(),
+                    ReservationV1Out(
+                        &r.id.0,
+                        r.deltas.as_map(),
+                        status_name(r.status),
                         r.created_at.timestamp_millis(),
                         r.expires_at.timestamp_millis(),
                         r.status_at.timestamp_millis(),
