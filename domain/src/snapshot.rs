@@ -248,20 +248,9 @@ impl ProjectState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::{deltas, id, r};
     use crate::Event;
     use chrono::Duration;
-
-    fn r(s: &str) -> ResourceName {
-        ResourceName::parse(s).unwrap()
-    }
-
-    fn id(n: u128) -> ReservationId {
-        ReservationId(Uuid::from_u128(n))
-    }
-
-    fn deltas(pairs: &[(&str, i64)]) -> Deltas {
-        Deltas::new(pairs.iter().map(|(k, v)| (r(k), *v)).collect()).unwrap()
-    }
 
     fn t0() -> Timestamp {
         timestamp(1_700_000_000_123).unwrap()

@@ -6,11 +6,11 @@ use uuid::Uuid;
 
 use crate::*;
 
-fn r(s: &str) -> ResourceName {
+pub(crate) fn r(s: &str) -> ResourceName {
     ResourceName::parse(s).unwrap()
 }
 
-fn id(n: u128) -> ReservationId {
+pub(crate) fn id(n: u128) -> ReservationId {
     ReservationId(Uuid::from_u128(n))
 }
 
@@ -18,7 +18,7 @@ fn t0() -> Timestamp {
     Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap()
 }
 
-fn deltas(pairs: &[(&str, i64)]) -> Deltas {
+pub(crate) fn deltas(pairs: &[(&str, i64)]) -> Deltas {
     Deltas::new(pairs.iter().map(|(k, v)| (r(k), *v)).collect()).unwrap()
 }
 

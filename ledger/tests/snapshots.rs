@@ -86,16 +86,25 @@ async fn boot_concurrently(ledger: &Arc<Ledger>, project: &ProjectId, per_client
     }
 }
 
-async fn a_long_history_loads_from_its_snapshot(store: Arc<dyn EventStore>) {
-    let project = ProjectId::parse("long").unwrap();
-    let meta = Metadata::default();
-    let ledger = start(&store).await;
+/// A ledger whose defaults let boots through without limit.
+async fn start_unlimited(store: &Arc<dyn EventStore>) -> (Arc<Ledger>, Limits) {
+    let ledger = start(store).await;
     let limits: Limits = [
         (r("instances"), Limit::UNLIMITED),
         (r("cores"), Limit::UNLIMITED),
     ]
     .into();
-    ledger.set_defaults(&limits, &meta).await.unwrap();
+    ledger
+        .set_defaults(&limits, &Metadata::default())
+        .await
+        .unwrap();
+    (ledger, limits)
+}
+
+async fn a_long_history_loads_from_its_snapshot(store: Arc<dyn EventStore>) {
+    let project = ProjectId::parse("long").unwrap();
+    let meta = Metadata::default();
+    let (ledger, limits) = start_unlimited(&store).await;
     ledger
         .set_limits(&project, limits, false, &meta)
         .await
@@ -168,14 +177,7 @@ async fn a_long_history_loads_from_its_snapshot(store: Arc<dyn EventStore>) {
 /// taken): the load reads them from the events, and the state is the fold of all of them.
 async fn positions_missing_from_a_snapshot_are_read_from_the_events(store: Arc<dyn EventStore>) {
     let project = ProjectId::parse("unpositioned").unwrap();
-    let meta = Metadata::default();
-    let ledger = start(&store).await;
-    let limits: Limits = [
-        (r("instances"), Limit::UNLIMITED),
-        (r("cores"), Limit::UNLIMITED),
-    ]
-    .into();
-    ledger.set_defaults(&limits, &meta).await.unwrap();
+    let (ledger, _) = start_unlimited(&store).await;
     boot_concurrently(&ledger, &project, 2).await;
     drop(ledger);
 
