@@ -591,41 +591,6 @@ impl Tx {
         generation: i64,
         rows: &[AuditRow],
     ) -> Result<(), ProjectionError> {
-        if let Tx::Sqlite(tx) = self {
-            // One statement of one fixed text, prepared once per connection, with the rows as
-            // one JSON parameter: a multi-row VALUES of varying length is compiled anew for
-            // each length, and compiling it cost more than inserting the rows.
-            let packed: Vec<serde_json::Value> = rows
-                .iter()
-                .map(|row| {
-                    serde_json::json!([
-                        row.position,
-                        row.project,
-                        row.version,
-                        row.at_ms,
-                        row.event_type,
-                        row.reservation_id,
-                        row.deltas,
-                        row.actor,
-                        row.request_id,
-                        row.reason,
-                        row.usage_after,
-                    ])
-                })
-                .collect();
-            sqlx::query(
-                "INSERT INTO audit_entries (generation, position, project, version, at_ms, \
-                 event_type, reservation_id, deltas, actor, request_id, reason, usage_after) \
-                 SELECT ?1, value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, \
-                        value->>6, value->>7, value->>8, value->>9, value->>10 \
-                 FROM json_each(?2)",
-            )
-            .bind(generation)
-            .bind(serde_json::Value::Array(packed).to_string())
-            .execute(&mut **tx)
-            .await?;
-            return Ok(());
-        }
         for chunk in rows.chunks(ROWS_PER_STATEMENT / 2) {
             on_tx!(self, |c, DB| {
                 let mut q = QueryBuilder::<DB>::new(
