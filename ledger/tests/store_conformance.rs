@@ -467,6 +467,85 @@ async fn sqlite_concurrent_writers() {
     concurrent_writers_never_overwrite_and_followers_miss_nothing(vec![store]).await;
 }
 
+/// Two stores on one file, as two processes would be: each writer's guess of the file (what it
+/// last wrote) goes stale whenever the other writes, and must never turn into a wrong row.
+#[tokio::test]
+async fn sqlite_concurrent_writers_on_two_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("shared.db").display());
+    let a: Arc<dyn EventStore> = Arc::new(ledger::store::SqliteStore::open(&url).await.unwrap());
+    let b: Arc<dyn EventStore> = Arc::new(ledger::store::SqliteStore::open(&url).await.unwrap());
+    concurrent_writers_never_overwrite_and_followers_miss_nothing(vec![a, b]).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_writer_whose_view_of_the_file_is_stale_conflicts_or_continues_after_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("shared.db").display());
+    let a = ledger::store::SqliteStore::open(&url).await.unwrap();
+    let b = ledger::store::SqliteStore::open(&url).await.unwrap();
+    assert!(
+        !one(&a, append("s", ExpectedVersion::NoStream, vec![event(0)]))
+            .await
+            .is_conflict()
+    );
+    assert!(
+        !one(&a, append("t", ExpectedVersion::NoStream, vec![event(1)]))
+            .await
+            .is_conflict()
+    );
+    // b writes to both streams; a has not seen it.
+    assert!(
+        !one(&b, append("s", ExpectedVersion::Exact(0), vec![event(2)]))
+            .await
+            .is_conflict()
+    );
+    assert!(
+        !one(&b, append("u", ExpectedVersion::NoStream, vec![event(3)]))
+            .await
+            .is_conflict()
+    );
+    // a's expectation of s is stale, below the truth.
+    assert_eq!(
+        one(&a, append("s", ExpectedVersion::Exact(0), vec![event(4)])).await,
+        AppendResult::Conflict {
+            expected: ExpectedVersion::Exact(0),
+            actual: Some(1)
+        }
+    );
+    // Above the truth: a version s never reached.
+    assert!(
+        one(&a, append("s", ExpectedVersion::Exact(5), vec![event(5)]))
+            .await
+            .is_conflict()
+    );
+    // t is as a left it, but the head moved: a's event goes after b's.
+    let AppendResult::Appended {
+        positions,
+        versions,
+        ..
+    } = one(&a, append("t", ExpectedVersion::Exact(0), vec![event(6)])).await
+    else {
+        panic!("t was as a left it")
+    };
+    assert_eq!((versions, positions), (vec![1], vec![5]));
+    // And an event id b stored is recognised, not stored twice.
+    let again = event(7);
+    assert!(!one(
+        &b,
+        append("v", ExpectedVersion::NoStream, vec![again.clone()])
+    )
+    .await
+    .is_conflict());
+    let AppendResult::Appended { positions, .. } =
+        one(&a, append("v", ExpectedVersion::NoStream, vec![again])).await
+    else {
+        panic!("a retried append of a stored event is answered with where it is")
+    };
+    assert_eq!(positions, vec![6]);
+    assert_eq!(a.read_all(0, 100).await.unwrap().len(), 6);
+}
+
 #[tokio::test]
 async fn postgres_concurrent_writers_on_two_pools() {
     let Some(url) = testing::postgres_url() else {

@@ -5,7 +5,10 @@
 //! schema version, data, metadata, recorded time) with two unique keys, (stream, version) and
 //! event id, and share the batch planner in [`plan`]: a backend only reads the current stream
 //! versions, the already-stored event ids and the head position inside its write transaction,
-//! and inserts the rows the planner returns.
+//! and inserts the rows the planner returns. The embedded store, usually the file's only
+//! writer, first tries without the read: it inserts the rows planned from what it last wrote,
+//! under a check in the same statement that the file is still that way
+//! ([`plan::speculate`]).
 
 mod plan;
 mod postgres;

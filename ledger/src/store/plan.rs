@@ -6,7 +6,9 @@ use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
-use super::{AppendResult, EventData, Position, StoreError, StreamAppend, MAX_BATCH_EVENTS};
+use super::{
+    AppendResult, EventData, ExpectedVersion, Position, StoreError, StreamAppend, MAX_BATCH_EVENTS,
+};
 use domain::{EncodedSnapshot, StreamVersion};
 
 /// Where an already-stored event lives.
@@ -155,4 +157,122 @@ pub fn plan<'a>(
         rows,
         snapshots,
     })
+}
+
+/// What a batch would do if the store were exactly as its writer believes: at `head`, and each
+/// stream at the version its first append in the batch expects. A writer that is usually the
+/// only one (the embedded store) inserts these rows under a check of those assumptions in the
+/// same transaction, instead of reading first: a wrong guess inserts nothing and costs a
+/// retry with the real values, never a wrong row.
+#[derive(Debug)]
+pub struct Speculation<'a> {
+    pub plan: Plan<'a>,
+    /// Every stream the batch names, once, with the version it was assumed to be at (`None`:
+    /// assumed not to exist).
+    pub assumed_versions: Vec<(&'a str, Option<u64>)>,
+}
+
+/// `None` when the batch cannot be speculated on: an expectation that names no version, a
+/// batch that would conflict or write nothing even if the guess held, or one that stores a
+/// snapshot (rare; the checked path handles it).
+pub fn speculate(batch: &[StreamAppend], head: Position) -> Option<Speculation<'_>> {
+    let mut assumed_versions: Vec<(&str, Option<u64>)> = Vec::new();
+    let mut versions = HashMap::new();
+    let mut named = HashSet::new();
+    for append in batch {
+        if !named.insert(append.stream.as_str()) {
+            continue;
+        }
+        let assumed = match append.expected {
+            ExpectedVersion::Exact(version) => Some(version),
+            ExpectedVersion::NoStream => None,
+            ExpectedVersion::Any | ExpectedVersion::StreamExists => return None,
+        };
+        if let Some(version) = assumed {
+            versions.insert(append.stream.clone(), version);
+        }
+        assumed_versions.push((append.stream.as_str(), assumed));
+    }
+    let plan = plan(batch, versions, &HashMap::new(), head).ok()?;
+    let writes_only_events = plan.snapshots.is_empty() && !plan.rows.is_empty();
+    if !writes_only_events || plan.results.iter().any(AppendResult::is_conflict) {
+        return None;
+    }
+    Some(Speculation {
+        plan,
+        assumed_versions,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event() -> EventData {
+        EventData {
+            event_id: Uuid::now_v7(),
+            event_type: "Test".into(),
+            schema_version: 1,
+            data: serde_json::json!({}),
+            metadata: Default::default(),
+            recorded_at: chrono::DateTime::from_timestamp_millis(0).unwrap(),
+        }
+    }
+
+    fn append(stream: &str, expected: ExpectedVersion, events: usize) -> StreamAppend {
+        StreamAppend::new(stream, expected, (0..events).map(|_| event()).collect())
+    }
+
+    #[test]
+    fn speculation_continues_from_the_assumed_head_and_versions() {
+        let batch = [
+            append("a", ExpectedVersion::Exact(4), 2),
+            append("b", ExpectedVersion::NoStream, 1),
+            append("a", ExpectedVersion::Exact(6), 1),
+            append("c", ExpectedVersion::Exact(0), 0),
+        ];
+        let speculation = speculate(&batch, 100).expect("speculable");
+        assert_eq!(
+            speculation.assumed_versions,
+            vec![("a", Some(4)), ("b", None), ("c", Some(0))]
+        );
+        let placed: Vec<(&str, u64, Position)> = speculation
+            .plan
+            .rows
+            .iter()
+            .map(|r| (r.stream, r.version, r.position))
+            .collect();
+        assert_eq!(
+            placed,
+            vec![("a", 5, 101), ("a", 6, 102), ("b", 0, 103), ("a", 7, 104)]
+        );
+        assert!(!speculation
+            .plan
+            .results
+            .iter()
+            .any(AppendResult::is_conflict));
+    }
+
+    #[test]
+    fn batches_that_cannot_be_guessed_or_would_conflict_anyway_are_not_speculated() {
+        for expected in [ExpectedVersion::Any, ExpectedVersion::StreamExists] {
+            assert!(speculate(&[append("a", expected, 1)], 0).is_none());
+        }
+        // The second append of "a" expects a version the first does not leave.
+        let chain = [
+            append("a", ExpectedVersion::Exact(1), 1),
+            append("a", ExpectedVersion::Exact(1), 1),
+        ];
+        assert!(speculate(&chain, 9).is_none());
+        // Nothing to write.
+        assert!(speculate(&[append("a", ExpectedVersion::Exact(1), 0)], 9).is_none());
+        // A snapshot rides along.
+        let mut with_snapshot = append("a", ExpectedVersion::Exact(1), 1);
+        with_snapshot.snapshot = Some(EncodedSnapshot {
+            version: 2,
+            format: 1,
+            data: "{}".into(),
+        });
+        assert!(speculate(&[with_snapshot], 9).is_none());
+    }
 }

@@ -34,17 +34,25 @@ const SAVE_SNAPSHOT: &str = "INSERT INTO snapshots (stream, version, format, dat
 const COLUMNS: &str = "position, stream, version, event_id, event_type, schema_version, data, actor, request_id, correlation_id, recorded_at_ms";
 
 pub struct SqliteStore {
-    /// The one writer. A dedicated connection rather than a pool: a pooled connection costs a
-    /// liveness round trip to SQLite's worker thread on every release, and a group commit is
-    /// only a few round trips. `None` after a failed or abandoned append; the next append
-    /// opens a fresh one.
-    writer: tokio::sync::Mutex<Option<SqliteConnection>>,
+    /// The one writer. `None` after a failed or abandoned append; the next append opens a
+    /// fresh one.
+    writer: tokio::sync::Mutex<Option<Writer>>,
     writer_options: SqliteConnectOptions,
     /// For [`EventStore::database`]: tools and tests that open the file themselves. Connects
     /// only when used.
     admin: SqlitePool,
     read: SqlitePool,
     head: watch::Sender<Position>,
+}
+
+/// A dedicated connection rather than a pool: a pooled connection costs a liveness round trip
+/// to SQLite's worker thread on every release, and a group commit is one or two round trips.
+struct Writer {
+    conn: SqliteConnection,
+    /// The head this connection's last append saw or left, if it made one: the guess that lets
+    /// the next append skip its read (see [`plan::speculate`]). Another process writing to the
+    /// file makes the guess wrong, which costs that append one more round trip.
+    last_head: Option<Position>,
 }
 
 impl SqliteStore {
@@ -62,7 +70,7 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(10));
         let mut writer = connect_writer(&options).await?;
         sqlx::migrate!("../migrations/sqlite")
-            .run(&mut writer)
+            .run(&mut writer.conn)
             .await
             .map_err(|e| StoreError::Migration(e.to_string()))?;
         let read = SqlitePoolOptions::new()
@@ -85,136 +93,235 @@ impl SqliteStore {
         Ok(store)
     }
 
-    /// One append on the writer connection, in one `BEGIN IMMEDIATE` transaction, in two round
-    /// trips to SQLite's worker thread: BEGIN with the read, and the insert with the COMMIT.
-    /// sqlx runs a string of several statements in one call, stopping at the first error; the
-    /// caller drops the connection on any error (closing it rolls back), so a transaction left
-    /// open by a failure is never reused.
+    /// One append on the writer connection, in one `BEGIN IMMEDIATE` transaction. Usually one
+    /// round trip to SQLite's worker thread: the rows as planned from what this connection last
+    /// saw, inserted only if the file is still that way (checked in the same statement). When
+    /// that cannot be assumed or was wrong, two: BEGIN with a read of the current versions,
+    /// then the insert with the COMMIT. sqlx runs a string of several statements in one call,
+    /// stopping at the first error; the caller drops the connection on any error (closing it
+    /// rolls back), so a transaction left open by a failure is never reused.
     async fn append_on(
         &self,
-        conn: &mut SqliteConnection,
+        writer: &mut Writer,
         batch: &[StreamAppend],
     ) -> Result<Vec<AppendResult>, StoreError> {
-        // Every statement here has one fixed text whatever the batch size (lists travel as one
-        // JSON parameter, unpacked by json_each), so each is prepared once per connection. Each
-        // stream's version is a separate MAX() so that SQLite answers it with one index seek
-        // instead of scanning the stream (a GROUP BY would).
-        let ids: Vec<String> = plan::event_ids(batch)
-            .iter()
-            .map(|id| id.simple().to_string())
-            .collect();
-        let streams = plan::streams(batch);
-        let found = sqlx::query(
-            "BEGIN IMMEDIATE; \
-             SELECT 'head', NULL, NULL, COALESCE(MAX(position), 0), NULL FROM events \
-             UNION ALL \
-             SELECT 'version', value, \
-                    (SELECT MAX(version) FROM events WHERE stream = json_each.value), NULL, NULL \
-               FROM json_each(?1) \
-             UNION ALL \
-             SELECT 'stored', stream, version, position, event_id FROM events \
-               WHERE event_id IN (SELECT unhex(value) FROM json_each(?2))",
-        )
-        .bind(
-            serde_json::to_string(&streams)
-                .map_err(|e| StoreError::InvalidAppend(e.to_string()))?,
-        )
-        .bind(serde_json::to_string(&ids).map_err(|e| StoreError::InvalidAppend(e.to_string()))?)
-        .fetch_all(&mut *conn)
-        .await?;
-
-        let mut head = 0;
-        let mut versions = HashMap::new();
-        let mut stored = HashMap::new();
-        for row in found {
-            let kind: String = row.try_get(0)?;
-            match kind.as_str() {
-                "head" => head = to_u64(row.try_get(3)?, "position")?,
-                "version" => {
-                    // One row per stream asked about; a stream with no events has no version.
-                    if let Some(version) = row.try_get::<Option<i64>, _>(2)? {
-                        versions.insert(row.try_get::<String, _>(1)?, to_u64(version, "version")?);
-                    }
-                }
-                _ => {
-                    let id: Uuid = row.try_get(4)?;
-                    stored.insert(
-                        id,
-                        StoredAt {
-                            stream: row.try_get(1)?,
-                            version: to_u64(row.try_get(2)?, "version")?,
-                            position: to_u64(row.try_get(3)?, "position")?,
-                        },
-                    );
-                }
+        if let Some(speculation) = writer
+            .last_head
+            .and_then(|head| plan::speculate(batch, head))
+        {
+            let new_head = speculation.plan.rows.last().map(|r| r.position);
+            if append_speculatively(&mut writer.conn, &speculation).await? {
+                writer.last_head = new_head;
+                self.publish_head(new_head);
+                return Ok(speculation.plan.results);
             }
         }
-        let plan::Plan {
-            results,
-            rows,
-            snapshots,
-        } = plan::plan(batch, versions, &stored, head)?;
+        let (results, head) = append_checked(&mut writer.conn, batch).await?;
+        writer.last_head = Some(head);
+        self.publish_head(Some(head));
+        Ok(results)
+    }
 
-        let new_head = rows.last().map(|r| r.position);
-        if rows.is_empty() {
-            // Nothing to write (conflicts, or events stored already): no fsync either.
-            sqlx::query("ROLLBACK").execute(&mut *conn).await?;
-        } else {
-            // Rare (one per doubling of a project's history), so one statement each.
-            for (stream, snapshot) in &snapshots {
-                sqlx::query(SAVE_SNAPSHOT)
-                    .bind(stream)
-                    .bind(to_i64(snapshot.version))
-                    .bind(i64::from(snapshot.format))
-                    .bind(&snapshot.data)
-                    .execute(&mut *conn)
-                    .await?;
-            }
-            let packed: Vec<serde_json::Value> = rows
-                .iter()
-                .map(|row| {
-                    serde_json::json!([
-                        row.position,
-                        row.stream,
-                        row.version,
-                        row.event.event_id.simple().to_string(),
-                        row.event.event_type,
-                        row.event.schema_version,
-                        row.event.data.to_string(),
-                        row.event.metadata.actor,
-                        row.event.metadata.request_id,
-                        row.event.metadata.correlation_id,
-                        row.event.recorded_at.timestamp_millis(),
-                    ])
-                })
-                .collect();
-            sqlx::query(&format!(
-                "INSERT INTO events ({COLUMNS}) \
-                 SELECT value->>0, value->>1, value->>2, unhex(value->>3), value->>4, value->>5, \
-                        value->>6, value->>7, value->>8, value->>9, value->>10 \
-                 FROM json_each(?1); \
-                 COMMIT"
-            ))
-            .bind(serde_json::Value::Array(packed).to_string())
-            .execute(&mut *conn)
-            .await?;
-        }
-        if let Some(position) = new_head {
+    fn publish_head(&self, head: Option<Position>) {
+        if let Some(position) = head {
             self.head.send_if_modified(|h| {
                 let advanced = position > *h;
                 *h = (*h).max(position);
                 advanced
             });
         }
-        Ok(results)
     }
+}
+
+/// Most rows one INSERT statement carries: 11 parameters each, well under SQLite's 32,766.
+const MAX_ROWS_PER_INSERT: usize = 512;
+
+/// `INSERT … SELECT … FROM (VALUES (?, …), …)` for `rows` rows, bound by [`bind_rows`]. The
+/// text depends only on the number of rows, so sqlx prepares each size once per connection;
+/// binding values directly costs SQLite far less than unpacking a JSON parameter.
+fn insert_rows_sql(rows: usize) -> String {
+    debug_assert!(rows > 0 && rows <= MAX_ROWS_PER_INSERT);
+    let mut sql = format!(
+        "INSERT INTO events ({COLUMNS}) SELECT column1, column2, column3, column4, column5, \
+         column6, column7, column8, column9, column10, column11 FROM (VALUES "
+    );
+    for i in 0..rows {
+        sql.push_str(if i == 0 { "" } else { ", " });
+        sql.push_str("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    }
+    sql.push(')');
+    sql
+}
+
+type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
+
+/// Binds rows in the order of [`COLUMNS`].
+fn bind_rows<'q>(mut query: Query<'q>, rows: &'q [plan::Row<'q>]) -> Query<'q> {
+    for row in rows {
+        query = query
+            .bind(to_i64(row.position))
+            .bind(row.stream)
+            .bind(to_i64(row.version))
+            .bind(row.event.event_id)
+            .bind(row.event.event_type.as_str())
+            .bind(i64::from(row.event.schema_version))
+            .bind(row.event.data.to_string())
+            .bind(row.event.metadata.actor.as_deref())
+            .bind(row.event.metadata.request_id.as_deref())
+            .bind(row.event.metadata.correlation_id.as_deref())
+            .bind(row.event.recorded_at.timestamp_millis());
+    }
+    query
+}
+
+/// The speculated rows, inserted only if the head and every named stream's version are what
+/// was assumed: `true` when they were and the rows are durable, `false` when nothing was
+/// written (the transaction then ends empty, without an fsync).
+async fn append_speculatively(
+    conn: &mut SqliteConnection,
+    speculation: &plan::Speculation<'_>,
+) -> Result<bool, StoreError> {
+    let rows = &speculation.plan.rows;
+    if rows.len() > MAX_ROWS_PER_INSERT {
+        return Ok(false);
+    }
+    let head = rows[0].position - 1;
+    let sql = format!(
+        "BEGIN IMMEDIATE; \
+         {insert} \
+           WHERE (SELECT COALESCE(MAX(position), 0) FROM events) = ? \
+             AND NOT EXISTS (SELECT 1 FROM json_each(?) \
+                   WHERE (SELECT MAX(version) FROM events WHERE stream = value->>0) \
+                         IS NOT value->>1); \
+         SELECT changes(); \
+         COMMIT",
+        insert = insert_rows_sql(rows.len()),
+    );
+    let query = bind_rows(sqlx::query(&sql), rows).bind(to_i64(head)).bind(
+        serde_json::to_string(&speculation.assumed_versions)
+            .map_err(|e| StoreError::InvalidAppend(e.to_string()))?,
+    );
+    match query.fetch_all(&mut *conn).await {
+        Ok(found) => {
+            let inserted: i64 = found
+                .first()
+                .ok_or_else(|| StoreError::Corrupt("changes() returned no row".into()))?
+                .try_get(0)?;
+            match usize::try_from(inserted) {
+                Ok(n) if n == rows.len() => Ok(true),
+                Ok(0) => Ok(false),
+                _ => Err(StoreError::Corrupt(format!(
+                    "a guarded insert of {} rows inserted {inserted}",
+                    rows.len()
+                ))),
+            }
+        }
+        // An event id stored already (a retried append): the checked path finds it.
+        Err(sqlx::Error::Database(error))
+            if error.kind() == sqlx::error::ErrorKind::UniqueViolation =>
+        {
+            sqlx::query("ROLLBACK").execute(&mut *conn).await?;
+            Ok(false)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The append with its read: the current head, the versions of the streams named and any
+/// event ids stored already, then the planned insert. Returns the results and the head after.
+async fn append_checked(
+    conn: &mut SqliteConnection,
+    batch: &[StreamAppend],
+) -> Result<(Vec<AppendResult>, Position), StoreError> {
+    // The read has one fixed text whatever the batch size (lists travel as one JSON parameter,
+    // unpacked by json_each), so it is prepared once per connection. Each stream's version is
+    // a separate MAX() so that SQLite answers it with one index seek instead of scanning the
+    // stream (a GROUP BY would).
+    let ids: Vec<String> = plan::event_ids(batch)
+        .iter()
+        .map(|id| id.simple().to_string())
+        .collect();
+    let streams = plan::streams(batch);
+    let found = sqlx::query(
+        "BEGIN IMMEDIATE; \
+         SELECT 'head', NULL, NULL, COALESCE(MAX(position), 0), NULL FROM events \
+         UNION ALL \
+         SELECT 'version', value, \
+                (SELECT MAX(version) FROM events WHERE stream = json_each.value), NULL, NULL \
+           FROM json_each(?1) \
+         UNION ALL \
+         SELECT 'stored', stream, version, position, event_id FROM events \
+           WHERE event_id IN (SELECT unhex(value) FROM json_each(?2))",
+    )
+    .bind(serde_json::to_string(&streams).map_err(|e| StoreError::InvalidAppend(e.to_string()))?)
+    .bind(serde_json::to_string(&ids).map_err(|e| StoreError::InvalidAppend(e.to_string()))?)
+    .fetch_all(&mut *conn)
+    .await?;
+
+    let mut head = 0;
+    let mut versions = HashMap::new();
+    let mut stored = HashMap::new();
+    for row in found {
+        let kind: String = row.try_get(0)?;
+        match kind.as_str() {
+            "head" => head = to_u64(row.try_get(3)?, "position")?,
+            "version" => {
+                // One row per stream asked about; a stream with no events has no version.
+                if let Some(version) = row.try_get::<Option<i64>, _>(2)? {
+                    versions.insert(row.try_get::<String, _>(1)?, to_u64(version, "version")?);
+                }
+            }
+            _ => {
+                let id: Uuid = row.try_get(4)?;
+                stored.insert(
+                    id,
+                    StoredAt {
+                        stream: row.try_get(1)?,
+                        version: to_u64(row.try_get(2)?, "version")?,
+                        position: to_u64(row.try_get(3)?, "position")?,
+                    },
+                );
+            }
+        }
+    }
+    let plan::Plan {
+        results,
+        rows,
+        snapshots,
+    } = plan::plan(batch, versions, &stored, head)?;
+
+    let Some(new_head) = rows.last().map(|r| r.position) else {
+        // Nothing to write (conflicts, or events stored already): no fsync either.
+        sqlx::query("ROLLBACK").execute(&mut *conn).await?;
+        return Ok((results, head));
+    };
+    // Rare (one per doubling of a project's history), so one statement each.
+    for (stream, snapshot) in &snapshots {
+        sqlx::query(SAVE_SNAPSHOT)
+            .bind(stream)
+            .bind(to_i64(snapshot.version))
+            .bind(i64::from(snapshot.format))
+            .bind(&snapshot.data)
+            .execute(&mut *conn)
+            .await?;
+    }
+    let chunks: Vec<&[plan::Row]> = rows.chunks(MAX_ROWS_PER_INSERT).collect();
+    let mut sql: String = chunks
+        .iter()
+        .map(|chunk| insert_rows_sql(chunk.len()) + "; ")
+        .collect();
+    sql.push_str("COMMIT");
+    bind_rows(sqlx::query(&sql), &rows)
+        .execute(&mut *conn)
+        .await?;
+    Ok((results, new_head))
 }
 
 /// Opens the writer connection. A background connection copies the WAL into the database file
 /// as it grows (see below); the writer's own checkpoint, every WAL_AUTOCHECKPOINT_BYTES, then
 /// finds little left to copy, and it is what lets the next commit restart the WAL from its
 /// start (a WAL that only grows makes every fsync also flush file-size metadata: 2x slower).
-async fn connect_writer(options: &SqliteConnectOptions) -> Result<SqliteConnection, StoreError> {
+async fn connect_writer(options: &SqliteConnectOptions) -> Result<Writer, StoreError> {
     let mut conn = SqliteConnection::connect_with(options).await?;
     let page_size_bytes: i64 = sqlx::query_scalar("PRAGMA page_size")
         .fetch_one(&mut conn)
@@ -223,7 +330,10 @@ async fn connect_writer(options: &SqliteConnectOptions) -> Result<SqliteConnecti
     sqlx::query(&format!("PRAGMA wal_autocheckpoint = {pages}"))
         .execute(&mut conn)
         .await?;
-    Ok(conn)
+    Ok(Writer {
+        conn,
+        last_head: None,
+    })
 }
 
 /// Copies the WAL back into the database file from a connection of its own, so commits seldom
@@ -297,12 +407,12 @@ impl EventStore for SqliteStore {
         // Taken out for the append and put back only after it succeeded: after a failure, or
         // if this future is dropped midway, the connection may be inside a transaction (or one
         // SQLite rolled back itself on SQLITE_FULL or SQLITE_IOERR), so it is closed instead.
-        let mut conn = match writer.take() {
-            Some(conn) => conn,
+        let mut current = match writer.take() {
+            Some(current) => current,
             None => connect_writer(&self.writer_options).await?,
         };
-        let results = self.append_on(&mut conn, batch).await?;
-        *writer = Some(conn);
+        let results = self.append_on(&mut current, batch).await?;
+        *writer = Some(current);
         Ok(results)
     }
 
