@@ -176,6 +176,9 @@ pub struct Speculation<'a> {
 /// batch that would conflict or write nothing even if the guess held, or one that stores a
 /// snapshot (rare; the checked path handles it).
 pub fn speculate(batch: &[StreamAppend], head: Position) -> Option<Speculation<'_>> {
+    if batch.iter().any(|a| a.snapshot.is_some()) {
+        return None;
+    }
     let mut assumed_versions: Vec<(&str, Option<u64>)> = Vec::new();
     let mut versions = HashMap::new();
     let mut named = HashSet::new();
@@ -194,8 +197,7 @@ pub fn speculate(batch: &[StreamAppend], head: Position) -> Option<Speculation<'
         assumed_versions.push((append.stream.as_str(), assumed));
     }
     let plan = plan(batch, versions, &HashMap::new(), head).ok()?;
-    let writes_only_events = plan.snapshots.is_empty() && !plan.rows.is_empty();
-    if !writes_only_events || plan.results.iter().any(AppendResult::is_conflict) {
+    if plan.rows.is_empty() || plan.results.iter().any(AppendResult::is_conflict) {
         return None;
     }
     Some(Speculation {
