@@ -478,36 +478,36 @@ async fn sqlite_concurrent_writers_on_two_stores() {
     concurrent_writers_never_overwrite_and_followers_miss_nothing(vec![a, b]).await;
 }
 
-#[tokio::test]
-async fn sqlite_a_writer_whose_view_of_the_file_is_stale_conflicts_or_continues_after_the_other() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("shared.db").display());
-    let a = ledger::store::SqliteStore::open(&url).await.unwrap();
-    let b = ledger::store::SqliteStore::open(&url).await.unwrap();
+/// Two writers on one database: each guesses the database is as it last saw it (see
+/// `plan::speculate`), and the other's appends make that guess wrong in every way it can be.
+async fn a_writer_whose_view_is_stale_conflicts_or_continues_after_the_other(
+    a: Arc<dyn EventStore>,
+    b: Arc<dyn EventStore>,
+) {
     assert!(
-        !one(&a, append("s", ExpectedVersion::NoStream, vec![event(0)]))
+        !one(&*a, append("s", ExpectedVersion::NoStream, vec![event(0)]))
             .await
             .is_conflict()
     );
     assert!(
-        !one(&a, append("t", ExpectedVersion::NoStream, vec![event(1)]))
+        !one(&*a, append("t", ExpectedVersion::NoStream, vec![event(1)]))
             .await
             .is_conflict()
     );
     // b writes to both streams; a has not seen it.
     assert!(
-        !one(&b, append("s", ExpectedVersion::Exact(0), vec![event(2)]))
+        !one(&*b, append("s", ExpectedVersion::Exact(0), vec![event(2)]))
             .await
             .is_conflict()
     );
     assert!(
-        !one(&b, append("u", ExpectedVersion::NoStream, vec![event(3)]))
+        !one(&*b, append("u", ExpectedVersion::NoStream, vec![event(3)]))
             .await
             .is_conflict()
     );
     // a's expectation of s is stale, below the truth.
     assert_eq!(
-        one(&a, append("s", ExpectedVersion::Exact(0), vec![event(4)])).await,
+        one(&*a, append("s", ExpectedVersion::Exact(0), vec![event(4)])).await,
         AppendResult::Conflict {
             expected: ExpectedVersion::Exact(0),
             actual: Some(1)
@@ -515,7 +515,7 @@ async fn sqlite_a_writer_whose_view_of_the_file_is_stale_conflicts_or_continues_
     );
     // Above the truth: a version s never reached.
     assert!(
-        one(&a, append("s", ExpectedVersion::Exact(5), vec![event(5)]))
+        one(&*a, append("s", ExpectedVersion::Exact(5), vec![event(5)]))
             .await
             .is_conflict()
     );
@@ -524,7 +524,7 @@ async fn sqlite_a_writer_whose_view_of_the_file_is_stale_conflicts_or_continues_
         positions,
         versions,
         ..
-    } = one(&a, append("t", ExpectedVersion::Exact(0), vec![event(6)])).await
+    } = one(&*a, append("t", ExpectedVersion::Exact(0), vec![event(6)])).await
     else {
         panic!("t was as a left it")
     };
@@ -532,18 +532,55 @@ async fn sqlite_a_writer_whose_view_of_the_file_is_stale_conflicts_or_continues_
     // And an event id b stored is recognised, not stored twice.
     let again = event(7);
     assert!(!one(
-        &b,
+        &*b,
         append("v", ExpectedVersion::NoStream, vec![again.clone()])
     )
     .await
     .is_conflict());
-    let AppendResult::Appended { positions, .. } =
-        one(&a, append("v", ExpectedVersion::NoStream, vec![again])).await
+    // (a appends once more first, so that it knows the head again.)
+    assert!(
+        !one(&*a, append("t", ExpectedVersion::Exact(1), vec![event(8)]))
+            .await
+            .is_conflict()
+    );
+    let AppendResult::Appended { positions, .. } = one(
+        &*a,
+        append("v", ExpectedVersion::NoStream, vec![again.clone()]),
+    )
+    .await
     else {
         panic!("a retried append of a stored event is answered with where it is")
     };
     assert_eq!(positions, vec![6]);
-    assert_eq!(a.read_all(0, 100).await.unwrap().len(), 6);
+    // The same event appended to a stream whose expectation holds is refused, not stored again.
+    let refused = a
+        .append(&[append("w", ExpectedVersion::NoStream, vec![again])])
+        .await;
+    assert!(
+        matches!(refused, Err(ledger::StoreError::InvalidAppend(_))),
+        "{refused:?}"
+    );
+    assert_eq!(a.read_all(0, 100).await.unwrap().len(), 7);
+}
+
+#[tokio::test]
+async fn sqlite_a_writer_whose_view_is_stale_conflicts_or_continues_after_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("shared.db").display());
+    let a = Arc::new(ledger::store::SqliteStore::open(&url).await.unwrap());
+    let b = Arc::new(ledger::store::SqliteStore::open(&url).await.unwrap());
+    a_writer_whose_view_is_stale_conflicts_or_continues_after_the_other(a, b).await;
+}
+
+#[tokio::test]
+async fn postgres_a_writer_whose_view_is_stale_conflicts_or_continues_after_the_other() {
+    let Some(url) = testing::postgres_url() else {
+        return;
+    };
+    let schema = testing::postgres_schema(&url).await;
+    let a = testing::postgres_store_in(&url, &schema).await;
+    let b = testing::postgres_store_in(&url, &schema).await;
+    a_writer_whose_view_is_stale_conflicts_or_continues_after_the_other(a, b).await;
 }
 
 #[tokio::test]

@@ -166,6 +166,26 @@ impl EventStore for PostgresStore {
         // BEGIN and the lock travel as one simple query: one round trip instead of two.
         let mut tx = self.pool.begin_with(BEGIN_AND_LOCK).await?;
 
+        // The head this node last heard of (its own appends, other nodes' NOTIFYs): if the
+        // database is still there, the rows are inserted without reading first, under a check
+        // in the same statement; if not, nothing is inserted and the read below follows, still
+        // under the lock.
+        let guess = *self.head.borrow();
+        if let Some(speculation) = plan::speculate(batch, guess) {
+            let rows = &speculation.plan.rows;
+            let guard = Guard {
+                head: guess,
+                assumed_versions: &speculation.assumed_versions,
+            };
+            if insert_rows(&mut tx, rows, Some(guard)).await? == rows.len() {
+                tx.commit().await?;
+                if let Some(last) = rows.last() {
+                    advance(&self.head, last.position);
+                }
+                return Ok(speculation.plan.results);
+            }
+        }
+
         // One read for everything the planner needs: the head, each stream's version (one
         // index seek per stream; a GROUP BY would scan each stream's history) and which of the
         // batch's event ids are stored already. The ids are joined from UNNEST rather than
@@ -232,51 +252,13 @@ impl EventStore for PostgresStore {
             .await?;
         }
         if !rows.is_empty() {
-            let mut positions = Vec::with_capacity(rows.len());
-            let mut stream_names = Vec::with_capacity(rows.len());
-            let mut row_versions = Vec::with_capacity(rows.len());
-            let mut event_ids = Vec::with_capacity(rows.len());
-            let mut types = Vec::with_capacity(rows.len());
-            let mut schema_versions = Vec::with_capacity(rows.len());
-            let mut data = Vec::with_capacity(rows.len());
-            let mut actors = Vec::with_capacity(rows.len());
-            let mut request_ids = Vec::with_capacity(rows.len());
-            let mut correlation_ids = Vec::with_capacity(rows.len());
-            let mut recorded = Vec::with_capacity(rows.len());
-            for row in &rows {
-                positions.push(to_i64(row.position));
-                stream_names.push(row.stream);
-                row_versions.push(to_i64(row.version));
-                event_ids.push(row.event.event_id);
-                types.push(row.event.event_type.as_str());
-                schema_versions.push(row.event.schema_version as i16);
-                data.push(Json(&row.event.data));
-                actors.push(row.event.metadata.actor.as_deref());
-                request_ids.push(row.event.metadata.request_id.as_deref());
-                correlation_ids.push(row.event.metadata.correlation_id.as_deref());
-                recorded.push(row.event.recorded_at.timestamp_millis());
+            let inserted = insert_rows(&mut tx, &rows, None).await?;
+            if inserted != rows.len() {
+                return Err(StoreError::Corrupt(format!(
+                    "an insert of {} rows inserted {inserted}",
+                    rows.len()
+                )));
             }
-            sqlx::query(&format!(
-                "WITH inserted AS (INSERT INTO events ({COLUMNS}) SELECT * FROM UNNEST(\
-                 $1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::smallint[], \
-                 $7::jsonb[], $8::text[], $9::text[], $10::text[], $11::bigint[]) RETURNING 1) \
-                 SELECT pg_notify($12, $13) FROM (SELECT COUNT(*) FROM inserted) AS done"
-            ))
-            .bind(&positions)
-            .bind(&stream_names)
-            .bind(&row_versions)
-            .bind(&event_ids)
-            .bind(&types)
-            .bind(&schema_versions)
-            .bind(&data)
-            .bind(&actors)
-            .bind(&request_ids)
-            .bind(&correlation_ids)
-            .bind(&recorded)
-            .bind(NOTIFY_CHANNEL)
-            .bind(new_head.unwrap_or_default().to_string())
-            .execute(&mut *tx)
-            .await?;
         }
         tx.commit().await?;
         if let Some(position) = new_head {
@@ -337,6 +319,87 @@ impl EventStore for PostgresStore {
     fn watch_head(&self) -> watch::Receiver<Position> {
         self.head.subscribe()
     }
+}
+
+/// What a speculative insert assumes (see [`plan::speculate`]).
+struct Guard<'a> {
+    head: Position,
+    assumed_versions: &'a [(&'a str, Option<u64>)],
+}
+
+/// Inserts `rows` and notifies other nodes of the new head; returns how many were inserted.
+/// With a guard, all of them are inserted only if the head and each named stream's version are
+/// as assumed and none of the event ids is stored yet; otherwise none is.
+async fn insert_rows(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    rows: &[plan::Row<'_>],
+    guard: Option<Guard<'_>>,
+) -> Result<usize, StoreError> {
+    let mut positions = Vec::with_capacity(rows.len());
+    let mut stream_names = Vec::with_capacity(rows.len());
+    let mut row_versions = Vec::with_capacity(rows.len());
+    let mut event_ids = Vec::with_capacity(rows.len());
+    let mut types = Vec::with_capacity(rows.len());
+    let mut schema_versions = Vec::with_capacity(rows.len());
+    let mut data = Vec::with_capacity(rows.len());
+    let mut actors = Vec::with_capacity(rows.len());
+    let mut request_ids = Vec::with_capacity(rows.len());
+    let mut correlation_ids = Vec::with_capacity(rows.len());
+    let mut recorded = Vec::with_capacity(rows.len());
+    for row in rows {
+        positions.push(to_i64(row.position));
+        stream_names.push(row.stream);
+        row_versions.push(to_i64(row.version));
+        event_ids.push(row.event.event_id);
+        types.push(row.event.event_type.as_str());
+        schema_versions.push(row.event.schema_version as i16);
+        data.push(Json(&row.event.data));
+        actors.push(row.event.metadata.actor.as_deref());
+        request_ids.push(row.event.metadata.request_id.as_deref());
+        correlation_ids.push(row.event.metadata.correlation_id.as_deref());
+        recorded.push(row.event.recorded_at.timestamp_millis());
+    }
+    let condition = if guard.is_some() {
+        " WHERE (SELECT COALESCE(MAX(position), 0) FROM events) = $14 \
+            AND NOT EXISTS (SELECT 1 FROM UNNEST($15::text[], $16::bigint[]) AS g(s, v) \
+                 WHERE (SELECT MAX(version) FROM events WHERE stream = g.s) IS DISTINCT FROM g.v) \
+            AND NOT EXISTS (SELECT 1 FROM UNNEST($4::uuid[]) AS id \
+                 JOIN events ON events.event_id = id)"
+    } else {
+        ""
+    };
+    let new_head = rows.last().map_or(0, |r| r.position);
+    let query = format!(
+        "WITH inserted AS (INSERT INTO events ({COLUMNS}) SELECT * FROM UNNEST(\
+         $1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::smallint[], \
+         $7::jsonb[], $8::text[], $9::text[], $10::text[], $11::bigint[]){condition} RETURNING 1) \
+         SELECT n, CASE WHEN n > 0 THEN pg_notify($12, $13) END \
+         FROM (SELECT COUNT(*) AS n FROM inserted) AS done"
+    );
+    let mut query = sqlx::query(&query)
+        .bind(&positions)
+        .bind(&stream_names)
+        .bind(&row_versions)
+        .bind(&event_ids)
+        .bind(&types)
+        .bind(&schema_versions)
+        .bind(&data)
+        .bind(&actors)
+        .bind(&request_ids)
+        .bind(&correlation_ids)
+        .bind(&recorded)
+        .bind(NOTIFY_CHANNEL)
+        .bind(new_head.to_string());
+    if let Some(guard) = guard {
+        let (streams, versions): (Vec<&str>, Vec<Option<i64>>) = guard
+            .assumed_versions
+            .iter()
+            .map(|(stream, version)| (*stream, version.map(to_i64)))
+            .unzip();
+        query = query.bind(to_i64(guard.head)).bind(streams).bind(versions);
+    }
+    let inserted: i64 = query.fetch_one(&mut **tx).await?.try_get(0)?;
+    Ok(usize::try_from(inserted).unwrap_or(0))
 }
 
 #[cfg(test)]
