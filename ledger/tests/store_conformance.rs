@@ -336,6 +336,34 @@ async fn concurrent_writers_never_overwrite_and_followers_miss_nothing(
     assert_eq!(ids.len(), all.len());
 }
 
+/// A batch larger than one insert statement carries (SQLite binds at most 512 rows each).
+async fn a_large_batch_is_stored_whole_and_in_order(store: Arc<dyn EventStore>) {
+    let events: Vec<EventData> = (0..1_200).map(event).collect();
+    let ids: Vec<Uuid> = events.iter().map(|e| e.event_id).collect();
+    let results = store
+        .append(&[
+            append("big", ExpectedVersion::NoStream, events[..700].to_vec()),
+            append("other", ExpectedVersion::NoStream, vec![event(9_999)]),
+            append("big", ExpectedVersion::Exact(699), events[700..].to_vec()),
+        ])
+        .await
+        .unwrap();
+    assert!(results.iter().all(|r| !r.is_conflict()), "{results:?}");
+    let stored = store.read_stream("big", 0, 10_000).await.unwrap();
+    assert_eq!(
+        stored.iter().map(|e| e.event.event_id).collect::<Vec<_>>(),
+        ids
+    );
+    assert_eq!(
+        stored.iter().map(|e| e.version).collect::<Vec<_>>(),
+        (0..1_200).collect::<Vec<u64>>()
+    );
+    let all = store.read_all(0, 10_000).await.unwrap();
+    assert_eq!(all.len(), 1_201);
+    assert!(all.windows(2).all(|w| w[1].position == w[0].position + 1));
+    assert_eq!(all[700].stream, "other");
+}
+
 fn with_snapshot(mut a: StreamAppend, version: u64, body: &str) -> StreamAppend {
     a.snapshot = Some(EncodedSnapshot {
         version,
@@ -459,6 +487,7 @@ conformance!(
     empty_appends_check_the_version_only,
     the_feed_reads_from_any_position,
     snapshots_are_stored_only_with_their_events,
+    a_large_batch_is_stored_whole_and_in_order,
 );
 
 #[tokio::test]
