@@ -281,3 +281,54 @@ pub(crate) fn snapshot_from(
         data,
     })
 }
+
+/// What an append transaction read before planning: the head, each named stream's version
+/// (absent: no events yet) and where any of the batch's event ids are stored already.
+pub(crate) struct Found {
+    pub head: Position,
+    pub versions: std::collections::HashMap<String, u64>,
+    pub stored: std::collections::HashMap<Uuid, plan::StoredAt>,
+}
+
+/// Reads both backends' answer to that read: rows of (kind, stream, version, position, event
+/// id), where kind is `head` (position), `version` (stream, version or NULL) or `stored`.
+pub(crate) fn found_from<R>(rows: Vec<R>) -> Result<Found, StoreError>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Uuid: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let mut found = Found {
+        head: 0,
+        versions: Default::default(),
+        stored: Default::default(),
+    };
+    for row in rows {
+        let kind: String = row.try_get(0)?;
+        match kind.as_str() {
+            "head" => found.head = to_u64(row.try_get(3)?, "position")?,
+            "version" => {
+                // One row per stream asked about; a stream with no events has no version.
+                if let Some(version) = row.try_get::<Option<i64>, _>(2)? {
+                    found
+                        .versions
+                        .insert(row.try_get::<String, _>(1)?, to_u64(version, "version")?);
+                }
+            }
+            _ => {
+                let id: Uuid = row.try_get(4)?;
+                found.stored.insert(
+                    id,
+                    plan::StoredAt {
+                        stream: row.try_get(1)?,
+                        version: to_u64(row.try_get(2)?, "version")?,
+                        position: to_u64(row.try_get(3)?, "position")?,
+                    },
+                );
+            }
+        }
+    }
+    Ok(found)
+}

@@ -7,7 +7,6 @@
 //! positions are assigned in commit order and no reader ever sees position N+1 before N.
 //! Throughput comes from batching many decisions into each of these serialised transactions.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,9 +14,8 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 use sqlx::{PgPool, Row as _};
 use tokio::sync::watch;
-use uuid::Uuid;
 
-use super::plan::{self, StoredAt};
+use super::plan;
 use super::{
     metadata_from, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore,
     Position, RecordedEvent, StoreError, StreamAppend,
@@ -205,31 +203,11 @@ impl EventStore for PostgresStore {
         .bind(&ids)
         .fetch_all(&mut *tx)
         .await?;
-        let mut head = 0;
-        let mut versions = HashMap::new();
-        let mut stored = HashMap::new();
-        for row in found {
-            let kind: String = row.try_get(0)?;
-            match kind.as_str() {
-                "head" => head = to_u64(row.try_get(3)?, "position")?,
-                "version" => {
-                    if let Some(version) = row.try_get::<Option<i64>, _>(2)? {
-                        versions.insert(row.try_get::<String, _>(1)?, to_u64(version, "version")?);
-                    }
-                }
-                _ => {
-                    let id: Uuid = row.try_get(4)?;
-                    stored.insert(
-                        id,
-                        StoredAt {
-                            stream: row.try_get(1)?,
-                            version: to_u64(row.try_get(2)?, "version")?,
-                            position: to_u64(row.try_get(3)?, "position")?,
-                        },
-                    );
-                }
-            }
-        }
+        let super::Found {
+            head,
+            versions,
+            stored,
+        } = super::found_from(found)?;
         let plan::Plan {
             results,
             rows,

@@ -3,7 +3,6 @@
 //! connection inside `BEGIN IMMEDIATE`, reads on their own pool. (The views live in a file of
 //! their own, with their own writer: see the projections crate.)
 
-use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -13,9 +12,8 @@ use sqlx::sqlite::{
 };
 use sqlx::{Connection as _, Row as _, SqliteConnection, SqlitePool};
 use tokio::sync::watch;
-use uuid::Uuid;
 
-use super::plan::{self, StoredAt};
+use super::plan;
 use super::{
     metadata_from, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore,
     Position, RecordedEvent, StoreError, StreamAppend,
@@ -258,32 +256,11 @@ async fn append_checked(
     .fetch_all(&mut *conn)
     .await?;
 
-    let mut head = 0;
-    let mut versions = HashMap::new();
-    let mut stored = HashMap::new();
-    for row in found {
-        let kind: String = row.try_get(0)?;
-        match kind.as_str() {
-            "head" => head = to_u64(row.try_get(3)?, "position")?,
-            "version" => {
-                // One row per stream asked about; a stream with no events has no version.
-                if let Some(version) = row.try_get::<Option<i64>, _>(2)? {
-                    versions.insert(row.try_get::<String, _>(1)?, to_u64(version, "version")?);
-                }
-            }
-            _ => {
-                let id: Uuid = row.try_get(4)?;
-                stored.insert(
-                    id,
-                    StoredAt {
-                        stream: row.try_get(1)?,
-                        version: to_u64(row.try_get(2)?, "version")?,
-                        position: to_u64(row.try_get(3)?, "position")?,
-                    },
-                );
-            }
-        }
-    }
+    let super::Found {
+        head,
+        versions,
+        stored,
+    } = super::found_from(found)?;
     let plan::Plan {
         results,
         rows,
