@@ -284,15 +284,32 @@ pub(crate) fn snapshot_from(
 
 /// What an append transaction read before planning: the head, each named stream's version
 /// (absent: no events yet) and where any of the batch's event ids are stored already.
-pub(crate) struct Found {
-    pub head: Position,
-    pub versions: std::collections::HashMap<String, u64>,
-    pub stored: std::collections::HashMap<Uuid, plan::StoredAt>,
+struct Found {
+    head: Position,
+    versions: std::collections::HashMap<String, u64>,
+    stored: std::collections::HashMap<Uuid, plan::StoredAt>,
 }
 
-/// Reads both backends' answer to that read: rows of (kind, stream, version, position, event
-/// id), where kind is `head` (position), `version` (stream, version or NULL) or `stored`.
-pub(crate) fn found_from<R>(rows: Vec<R>) -> Result<Found, StoreError>
+/// Plans `batch` from both backends' answer to that read: rows of (kind, stream, version,
+/// position, event id), where kind is `head` (position), `version` (stream, version or NULL) or
+/// `stored`. Returns the plan and the head that was read.
+pub(crate) fn plan_from_read<R>(
+    batch: &[StreamAppend],
+    rows: Vec<R>,
+) -> Result<(plan::Plan<'_>, Position), StoreError>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Uuid: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let found = found_from(rows)?;
+    let plan = plan::plan(batch, found.versions, &found.stored, found.head)?;
+    Ok((plan, found.head))
+}
+
+fn found_from<R>(rows: Vec<R>) -> Result<Found, StoreError>
 where
     R: sqlx::Row,
     usize: sqlx::ColumnIndex<R>,

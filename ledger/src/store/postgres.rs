@@ -203,16 +203,14 @@ impl EventStore for PostgresStore {
         .bind(&ids)
         .fetch_all(&mut *tx)
         .await?;
-        let super::Found {
-            head,
-            versions,
-            stored,
-        } = super::found_from(found)?;
-        let plan::Plan {
-            results,
-            rows,
-            snapshots,
-        } = plan::plan(batch, versions, &stored, head)?;
+        let (
+            plan::Plan {
+                results,
+                rows,
+                snapshots,
+            },
+            _,
+        ) = super::plan_from_read(batch, found)?;
 
         let new_head = rows.last().map(|r| r.position);
         // Rare (one per doubling of a project's history), so one statement each.

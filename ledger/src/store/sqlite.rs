@@ -256,16 +256,14 @@ async fn append_checked(
     .fetch_all(&mut *conn)
     .await?;
 
-    let super::Found {
+    let (
+        plan::Plan {
+            results,
+            rows,
+            snapshots,
+        },
         head,
-        versions,
-        stored,
-    } = super::found_from(found)?;
-    let plan::Plan {
-        results,
-        rows,
-        snapshots,
-    } = plan::plan(batch, versions, &stored, head)?;
+    ) = super::plan_from_read(batch, found)?;
 
     let Some(new_head) = rows.last().map(|r| r.position) else {
         // Nothing to write (conflicts, or events stored already): no fsync either.
