@@ -282,17 +282,10 @@ pub(crate) fn snapshot_from(
     })
 }
 
-/// What an append transaction read before planning: the head, each named stream's version
-/// (absent: no events yet) and where any of the batch's event ids are stored already.
-struct Found {
-    head: Position,
-    versions: std::collections::HashMap<String, u64>,
-    stored: std::collections::HashMap<Uuid, plan::StoredAt>,
-}
-
-/// Plans `batch` from both backends' answer to that read: rows of (kind, stream, version,
-/// position, event id), where kind is `head` (position), `version` (stream, version or NULL) or
-/// `stored`. Returns the plan and the head that was read.
+/// Plans `batch` from what its transaction read, in both backends' shape: rows of (kind,
+/// stream, version, position, event id), where kind is `head` (the head position), `version`
+/// (a named stream and its version, NULL before its first event) or `stored` (where one of the
+/// batch's event ids is stored already). Returns the plan and the head that was read.
 pub(crate) fn plan_from_read<R>(
     batch: &[StreamAppend],
     rows: Vec<R>,
@@ -304,39 +297,22 @@ where
     for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     for<'r> Uuid: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
 {
-    let found = found_from(rows)?;
-    let plan = plan::plan(batch, found.versions, &found.stored, found.head)?;
-    Ok((plan, found.head))
-}
-
-fn found_from<R>(rows: Vec<R>) -> Result<Found, StoreError>
-where
-    R: sqlx::Row,
-    usize: sqlx::ColumnIndex<R>,
-    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    for<'r> Uuid: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    let mut found = Found {
-        head: 0,
-        versions: Default::default(),
-        stored: Default::default(),
-    };
+    let mut head = 0;
+    let mut versions = std::collections::HashMap::new();
+    let mut stored = std::collections::HashMap::new();
     for row in rows {
         let kind: String = row.try_get(0)?;
         match kind.as_str() {
-            "head" => found.head = to_u64(row.try_get(3)?, "position")?,
+            "head" => head = to_u64(row.try_get(3)?, "position")?,
             "version" => {
                 // One row per stream asked about; a stream with no events has no version.
                 if let Some(version) = row.try_get::<Option<i64>, _>(2)? {
-                    found
-                        .versions
-                        .insert(row.try_get::<String, _>(1)?, to_u64(version, "version")?);
+                    versions.insert(row.try_get::<String, _>(1)?, to_u64(version, "version")?);
                 }
             }
             _ => {
                 let id: Uuid = row.try_get(4)?;
-                found.stored.insert(
+                stored.insert(
                     id,
                     plan::StoredAt {
                         stream: row.try_get(1)?,
@@ -347,5 +323,5 @@ where
             }
         }
     }
-    Ok(found)
+    Ok((plan::plan(batch, versions, &stored, head)?, head))
 }

@@ -203,18 +203,10 @@ impl EventStore for PostgresStore {
         .bind(&ids)
         .fetch_all(&mut *tx)
         .await?;
-        let (
-            plan::Plan {
-                results,
-                rows,
-                snapshots,
-            },
-            _,
-        ) = super::plan_from_read(batch, found)?;
-
-        let new_head = rows.last().map(|r| r.position);
+        let (plan, _) = super::plan_from_read(batch, found)?;
+        let new_head = plan.rows.last().map(|r| r.position);
         // Rare (one per doubling of a project's history), so one statement each.
-        for (stream, snapshot) in &snapshots {
+        for (stream, snapshot) in &plan.snapshots {
             sqlx::query(
                 "INSERT INTO snapshots (stream, version, format, data) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (stream) DO UPDATE \
@@ -227,12 +219,12 @@ impl EventStore for PostgresStore {
             .execute(&mut *tx)
             .await?;
         }
-        if !rows.is_empty() {
-            let inserted = insert_rows(&mut tx, &rows, None).await?;
-            if inserted != rows.len() {
+        if !plan.rows.is_empty() {
+            let inserted = insert_rows(&mut tx, &plan.rows, None).await?;
+            if inserted != plan.rows.len() {
                 return Err(StoreError::Corrupt(format!(
                     "an insert of {} rows inserted {inserted}",
-                    rows.len()
+                    plan.rows.len()
                 )));
             }
         }
@@ -240,7 +232,7 @@ impl EventStore for PostgresStore {
         if let Some(position) = new_head {
             advance(&self.head, position);
         }
-        Ok(results)
+        Ok(plan.results)
     }
 
     async fn read_stream(
