@@ -282,6 +282,16 @@ pub(crate) fn snapshot_from(
     })
 }
 
+/// Moves a store's published head forward to `position` (never back: appends and other
+/// nodes' notifications may arrive out of order), waking followers only when it moved.
+pub(crate) fn advance_head(head: &watch::Sender<Position>, position: Position) {
+    head.send_if_modified(|h| {
+        let advanced = position > *h;
+        *h = (*h).max(position);
+        advanced
+    });
+}
+
 /// Plans `batch` from what its transaction read, in both backends' shape: rows of (kind,
 /// stream, version, position, event id), where kind is `head` (the head position), `version`
 /// (a named stream and its version, NULL before its first event) or `stored` (where one of the

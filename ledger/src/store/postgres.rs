@@ -107,7 +107,7 @@ impl PostgresStore {
                 }
                 while let Ok(notification) = listener.recv().await {
                     if let Ok(position) = notification.payload().parse::<u64>() {
-                        advance(&head, position);
+                        super::advance_head(&head, position);
                     }
                     if head.is_closed() {
                         return;
@@ -116,14 +116,6 @@ impl PostgresStore {
             }
         });
     }
-}
-
-fn advance(head: &watch::Sender<Position>, position: Position) {
-    head.send_if_modified(|h| {
-        let advanced = position > *h;
-        *h = (*h).max(position);
-        advanced
-    });
 }
 
 fn decode_row(row: &PgRow) -> Result<RecordedEvent, StoreError> {
@@ -178,7 +170,7 @@ impl EventStore for PostgresStore {
             if insert_rows(&mut tx, rows, Some(guard)).await? == rows.len() {
                 tx.commit().await?;
                 if let Some(last) = rows.last() {
-                    advance(&self.head, last.position);
+                    super::advance_head(&self.head, last.position);
                 }
                 return Ok(speculation.plan.results);
             }
@@ -230,7 +222,7 @@ impl EventStore for PostgresStore {
         }
         tx.commit().await?;
         if let Some(position) = new_head {
-            advance(&self.head, position);
+            super::advance_head(&self.head, position);
         }
         Ok(plan.results)
     }

@@ -107,27 +107,19 @@ impl SqliteStore {
             .last_head
             .and_then(|head| plan::speculate(batch, head))
         {
-            let new_head = speculation.plan.rows.last().map(|r| r.position);
             if append_speculatively(&mut writer.conn, &speculation).await? {
+                let new_head = speculation.plan.rows.last().map(|r| r.position);
                 writer.last_head = new_head;
-                self.publish_head(new_head);
+                if let Some(position) = new_head {
+                    super::advance_head(&self.head, position);
+                }
                 return Ok(speculation.plan.results);
             }
         }
         let (results, head) = append_checked(&mut writer.conn, batch).await?;
         writer.last_head = Some(head);
-        self.publish_head(Some(head));
+        super::advance_head(&self.head, head);
         Ok(results)
-    }
-
-    fn publish_head(&self, head: Option<Position>) {
-        if let Some(position) = head {
-            self.head.send_if_modified(|h| {
-                let advanced = position > *h;
-                *h = (*h).max(position);
-                advanced
-            });
-        }
     }
 }
 
@@ -256,22 +248,14 @@ async fn append_checked(
     .fetch_all(&mut *conn)
     .await?;
 
-    let (
-        plan::Plan {
-            results,
-            rows,
-            snapshots,
-        },
-        head,
-    ) = super::plan_from_read(batch, found)?;
-
-    let Some(new_head) = rows.last().map(|r| r.position) else {
+    let (plan, head) = super::plan_from_read(batch, found)?;
+    let Some(new_head) = plan.rows.last().map(|r| r.position) else {
         // Nothing to write (conflicts, or events stored already): no fsync either.
         sqlx::query("ROLLBACK").execute(&mut *conn).await?;
-        return Ok((results, head));
+        return Ok((plan.results, head));
     };
     // Rare (one per doubling of a project's history), so one statement each.
-    for (stream, snapshot) in &snapshots {
+    for (stream, snapshot) in &plan.snapshots {
         sqlx::query(SAVE_SNAPSHOT)
             .bind(stream)
             .bind(to_i64(snapshot.version))
@@ -280,16 +264,16 @@ async fn append_checked(
             .execute(&mut *conn)
             .await?;
     }
-    let chunks: Vec<&[plan::Row]> = rows.chunks(MAX_ROWS_PER_INSERT).collect();
-    let mut sql: String = chunks
-        .iter()
+    let mut sql: String = plan
+        .rows
+        .chunks(MAX_ROWS_PER_INSERT)
         .map(|chunk| insert_rows_sql(chunk.len()) + "; ")
         .collect();
     sql.push_str("COMMIT");
-    bind_rows(sqlx::query(&sql), &rows)
+    bind_rows(sqlx::query(&sql), &plan.rows)
         .execute(&mut *conn)
         .await?;
-    Ok((results, new_head))
+    Ok((plan.results, new_head))
 }
 
 /// Opens the writer connection. A background connection copies the WAL into the database file
