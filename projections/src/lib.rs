@@ -163,6 +163,9 @@ pub(crate) struct Inner {
     db: db::Db,
     /// The position this process last saw every view reach (a lower bound of the truth).
     applied: watch::Sender<Position>,
+    /// The highest position a reader of this process has waited for ([`Projections::wait_for`]):
+    /// the follower stops gathering events once it is beyond what the views have applied.
+    wanted: watch::Sender<Position>,
     /// Test hook: the next batch fails after writing its rows, before its checkpoint.
     fail_before_checkpoint: AtomicBool,
     /// One rebuild at a time in this process.
@@ -188,6 +191,21 @@ fn view_names(name: Option<&str>) -> Result<Vec<&'static str>, ProjectionError> 
             .find(|n| **n == name)
             .map(|n| vec![*n])
             .ok_or_else(|| ProjectionError::UnknownProjection(name.chars().take(64).collect())),
+    }
+}
+
+impl Inner {
+    /// Tells the follower a reader waits for `position`, so it applies what it has instead of
+    /// gathering more. Capped at the head this process knows: a position nothing has reached
+    /// yet (a client's typo, or another node's write not yet announced) must not stop the
+    /// follower from gathering for good; the waiter asks again as the head moves.
+    fn hurry_to(&self, position: Position) {
+        let reachable = position.min(*self.store.watch_head().borrow());
+        self.wanted.send_if_modified(|wanted| {
+            let raised = reachable > *wanted;
+            *wanted = (*wanted).max(reachable);
+            raised
+        });
     }
 }
 
@@ -221,6 +239,7 @@ impl Projections {
             store,
             db,
             applied: watch::Sender::new(checkpoint::applied_position(&heads)),
+            wanted: watch::Sender::new(0),
             fail_before_checkpoint: AtomicBool::new(false),
             rebuild_lock: tokio::sync::Mutex::new(()),
         });
@@ -242,6 +261,7 @@ impl Projections {
             if *applied.borrow_and_update() >= position {
                 return Ok(());
             }
+            self.inner.hurry_to(position);
             // Another node (or a rebuild) may have moved the views: ask the database.
             let statuses = self.status().await?;
             let lagging = statuses.iter().min_by_key(|s| s.position);

@@ -289,6 +289,26 @@ async fn holds_stop_counting_at_expiry_without_a_sweep(store: Arc<dyn EventStore
     assert_eq!(usage.position, view.position);
 }
 
+/// Between view transactions the follower lets events gather for up to half a second; a reader
+/// waiting for a write (read-your-writes) is served without waiting for that.
+async fn a_waiting_reader_does_not_wait_for_events_to_gather(store: Arc<dyn EventStore>) {
+    let (ledger, _clock, projections) = setup(store).await;
+    let project = p("prompt");
+    let metadata = meta("alice");
+    let reserve = || ledger.reserve(&project, None, deltas(&[("instances", 1)]), 60, &metadata);
+    // The follower has just applied a batch, so it is gathering the next one.
+    let first = reserve().await.unwrap();
+    projections.wait_for(first.position, WAIT).await.unwrap();
+    let second = reserve().await.unwrap();
+    let started = std::time::Instant::now();
+    projections.wait_for(second.position, WAIT).await.unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_millis(250),
+        "waited {waited:?} for a write already committed"
+    );
+}
+
 /// Raw SQL on the views' database (as a bug or an operator would).
 async fn execute(store: &dyn EventStore, sql: &str) {
     match store.database() {
@@ -703,6 +723,7 @@ on_every_backend!(
     a_crash_between_view_update_and_checkpoint_loses_and_repeats_nothing,
     point_in_time_usage_matches_a_replay_cut_there,
     audit_pages_and_filters,
+    a_waiting_reader_does_not_wait_for_events_to_gather,
 );
 
 /// Two nodes on one PostgreSQL database: two ledgers append concurrently (so commits
