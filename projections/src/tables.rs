@@ -498,15 +498,10 @@ impl Tx {
         }
         for chunk in gone.chunks(ROWS_PER_STATEMENT) {
             on_tx!(self, |c, DB| {
-                let mut q =
-                    QueryBuilder::<DB>::new("DELETE FROM usage_reservations WHERE generation = ");
-                q.push_bind(generation)
-                    .push(" AND (project, reservation_id) IN (");
-                q.push_values(chunk, |mut b, (p, id)| {
-                    b.push_bind(*p).push_bind(id.as_str());
-                });
-                q.push(")");
-                q.build().execute(&mut *c).await?;
+                delete_reservations::<DB>(generation, chunk)
+                    .build()
+                    .execute(&mut *c)
+                    .await?;
             });
         }
         self.upsert_reservations(generation, &kept).await
@@ -761,6 +756,30 @@ impl Tx {
     }
 }
 
+/// Deletes the named (project, reservation id) pairs of a generation. The SQLite this builds
+/// with looks each pair up by primary key (a test below checks the plan). SQLite 3.40 did
+/// not: it searched by generation alone, reading every reservation of the generation on each
+/// view batch that releases one (50 ms for 500 pairs among 300,000 reservations, against
+/// 1.2 ms pair by pair, measured with Python's sqlite3).
+fn delete_reservations<'a, DB>(
+    generation: i64,
+    pairs: &'a [(&'a str, String)],
+) -> QueryBuilder<'a, DB>
+where
+    DB: sqlx::Database,
+    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    let mut q = QueryBuilder::<DB>::new("DELETE FROM usage_reservations WHERE generation = ");
+    q.push_bind(generation)
+        .push(" AND (project, reservation_id) IN (");
+    q.push_values(pairs, |mut b, (project, id)| {
+        b.push_bind(*project).push_bind(id.as_str());
+    });
+    q.push(")");
+    q
+}
+
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum NumberTable {
     InUse,
@@ -810,4 +829,44 @@ fn stored_reservation(
             deltas: parse_deltas(&deltas).ok_or_else(|| corrupt("reservation deltas"))?,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::sqlite::SqlitePoolOptions;
+    use sqlx::Sqlite;
+
+    /// A planner that searched by generation alone would read every reservation on each view
+    /// batch with a release: a cost that grows with the table, invisible in small tests.
+    #[tokio::test]
+    async fn sqlite_deletes_reservations_by_primary_key_lookups() {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .unwrap();
+        sqlx::migrate!("../migrations/sqlite-views")
+            .run(&pool)
+            .await
+            .unwrap();
+        let pairs = [("a", "r1".to_owned()), ("b", "r2".to_owned())];
+        let delete = super::delete_reservations::<Sqlite>(7, &pairs);
+        let sql = format!("EXPLAIN QUERY PLAN {}", delete.sql());
+        let mut plan = sqlx::query_as::<_, (i64, i64, i64, String)>(&sql).bind(7_i64);
+        for value in ["a", "r1", "b", "r2"] {
+            plan = plan.bind(value);
+        }
+        let steps: Vec<String> = plan
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|step| step.3)
+            .collect();
+        assert!(
+            steps.iter().any(|step| step
+                .contains("USING PRIMARY KEY (generation=? AND project=? AND reservation_id=?)")),
+            "{steps:?}"
+        );
+    }
 }
