@@ -119,11 +119,7 @@ impl Inner {
             }
         }
         tx.commit().await?;
-        self.applied.send_if_modified(|p| {
-            let moved = last > *p;
-            *p = (*p).max(last);
-            moved
-        });
+        ledger::store::advance_position(&self.applied, last);
         Ok(Applied::Advanced(last))
     }
 }

@@ -201,11 +201,7 @@ impl Inner {
     /// follower from gathering for good; the waiter asks again as the head moves.
     fn hurry_to(&self, position: Position) {
         let reachable = position.min(*self.store.watch_head().borrow());
-        self.wanted.send_if_modified(|wanted| {
-            let raised = reachable > *wanted;
-            *wanted = (*wanted).max(reachable);
-            raised
-        });
+        ledger::store::advance_position(&self.wanted, reachable);
     }
 }
 

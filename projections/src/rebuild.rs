@@ -322,11 +322,7 @@ impl Inner {
         }
         tx.commit().await?;
         *position = to;
-        self.applied.send_if_modified(|p| {
-            let moved = to > *p;
-            *p = (*p).max(to);
-            moved
-        });
+        ledger::store::advance_position(&self.applied, to);
         Ok(true)
     }
 

@@ -282,12 +282,13 @@ pub(crate) fn snapshot_from(
     })
 }
 
-/// Moves a store's published head forward to `position` (never back: appends and other
-/// nodes' notifications may arrive out of order), waking followers only when it moved.
-pub(crate) fn advance_head(head: &watch::Sender<Position>, position: Position) {
-    head.send_if_modified(|h| {
-        let advanced = position > *h;
-        *h = (*h).max(position);
+/// Moves a watched position (a store's published head, a view's applied position) forward to
+/// `position`, never back: appends, other nodes' notifications and view batches may report out
+/// of order. Wakes watchers only when it moved.
+pub fn advance_position(watched: &watch::Sender<Position>, position: Position) {
+    watched.send_if_modified(|current| {
+        let advanced = position > *current;
+        *current = (*current).max(position);
         advanced
     });
 }

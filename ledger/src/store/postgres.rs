@@ -107,7 +107,7 @@ impl PostgresStore {
                 }
                 while let Ok(notification) = listener.recv().await {
                     if let Ok(position) = notification.payload().parse::<u64>() {
-                        super::advance_head(&head, position);
+                        super::advance_position(&head, position);
                     }
                     if head.is_closed() {
                         return;
@@ -170,7 +170,7 @@ impl EventStore for PostgresStore {
             if insert_rows(&mut tx, rows, Some(guard)).await? == rows.len() {
                 tx.commit().await?;
                 if let Some(last) = rows.last() {
-                    super::advance_head(&self.head, last.position);
+                    super::advance_position(&self.head, last.position);
                 }
                 return Ok(speculation.plan.results);
             }
@@ -222,7 +222,7 @@ impl EventStore for PostgresStore {
         }
         tx.commit().await?;
         if let Some(position) = new_head {
-            super::advance_head(&self.head, position);
+            super::advance_position(&self.head, position);
         }
         Ok(plan.results)
     }

@@ -111,14 +111,14 @@ impl SqliteStore {
                 let new_head = speculation.plan.rows.last().map(|r| r.position);
                 writer.last_head = new_head;
                 if let Some(position) = new_head {
-                    super::advance_head(&self.head, position);
+                    super::advance_position(&self.head, position);
                 }
                 return Ok(speculation.plan.results);
             }
         }
         let (results, head) = append_checked(&mut writer.conn, batch).await?;
         writer.last_head = Some(head);
-        super::advance_head(&self.head, head);
+        super::advance_position(&self.head, head);
         Ok(results)
     }
 }
