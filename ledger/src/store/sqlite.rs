@@ -428,3 +428,27 @@ impl EventStore for SqliteStore {
         self.head.subscribe()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use sqlx::{Connection as _, SqliteConnection};
+
+    /// The workspace's `.cargo/config.toml` compiles SQLite without the two process-wide
+    /// mutexes every connection would otherwise share (see there, and docs/BENCHMARKS.md).
+    #[tokio::test]
+    async fn sqlite_is_built_without_shared_mutexes() {
+        let mut conn = SqliteConnection::connect("sqlite::memory:").await.unwrap();
+        let options: Vec<String> = sqlx::query_scalar("PRAGMA compile_options")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        assert!(
+            options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"),
+            "memory statistics are on: {options:?}"
+        );
+        assert!(
+            !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
+            "connections share one page cache: {options:?}"
+        );
+    }
+}
