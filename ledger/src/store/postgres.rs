@@ -153,13 +153,9 @@ impl EventStore for PostgresStore {
 
     async fn append(&self, batch: &[StreamAppend]) -> Result<Vec<AppendResult>, StoreError> {
         plan::check_batch(batch)?;
-        // BEGIN and the lock travel as one simple query: one round trip instead of two.
-        let mut tx = self.pool.begin_with(BEGIN_AND_LOCK).await?;
-
         // The head this node last heard of (its own appends, other nodes' NOTIFYs): if the
-        // database is still there, the rows are inserted without reading first, under a check
-        // in the same statement; if not, nothing is inserted and the read below follows, still
-        // under the lock.
+        // database is still there, the rows are inserted in one round trip, under a check in
+        // the same statement; if not, nothing is inserted and the read below follows.
         let guess = *self.head.borrow();
         if let Some(speculation) = plan::speculate(batch, guess) {
             let rows = &speculation.plan.rows;
@@ -167,15 +163,23 @@ impl EventStore for PostgresStore {
                 head: guess,
                 assumed_versions: &speculation.assumed_versions,
             };
-            if insert_rows(&mut tx, rows, Some(guard)).await? == rows.len() {
-                tx.commit().await?;
+            let inserted = append_guarded(&self.pool, rows, guard).await?;
+            if inserted == rows.len() {
                 if let Some(last) = rows.last() {
                     super::advance_position(&self.head, last.position);
                 }
                 return Ok(speculation.plan.results);
             }
+            if inserted != 0 {
+                return Err(StoreError::Corrupt(format!(
+                    "a guarded insert of {} rows inserted {inserted}",
+                    rows.len()
+                )));
+            }
         }
 
+        // BEGIN and the lock travel as one simple query: one round trip instead of two.
+        let mut tx = self.pool.begin_with(BEGIN_AND_LOCK).await?;
         // One read for everything the planner needs: the head, each stream's version (one
         // index seek per stream; a GROUP BY would scan each stream's history) and which of the
         // batch's event ids are stored already. The ids are joined from UNNEST rather than
@@ -212,7 +216,7 @@ impl EventStore for PostgresStore {
             .await?;
         }
         if !plan.rows.is_empty() {
-            let inserted = insert_rows(&mut tx, &plan.rows, None).await?;
+            let inserted = insert_rows(&mut tx, &plan.rows).await?;
             if inserted != plan.rows.len() {
                 return Err(StoreError::Corrupt(format!(
                     "an insert of {} rows inserted {inserted}",
@@ -287,78 +291,134 @@ struct Guard<'a> {
     assumed_versions: &'a [(&'a str, Option<u64>)],
 }
 
-/// Inserts `rows` and notifies other nodes of the new head; returns how many were inserted.
-/// With a guard, all of them are inserted only if the head and each named stream's version are
-/// as assumed and none of the event ids is stored yet; otherwise none is.
+type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+/// Rows as one array per column, in the order of [`COLUMNS`]: one parameter each, whatever the
+/// number of rows, unpacked with `UNNEST`.
+struct ColumnArrays<'a> {
+    positions: Vec<i64>,
+    streams: Vec<&'a str>,
+    versions: Vec<i64>,
+    event_ids: Vec<uuid::Uuid>,
+    types: Vec<&'a str>,
+    schema_versions: Vec<i16>,
+    data: Vec<Json<&'a serde_json::Value>>,
+    actors: Vec<Option<&'a str>>,
+    request_ids: Vec<Option<&'a str>>,
+    correlation_ids: Vec<Option<&'a str>>,
+    recorded: Vec<i64>,
+}
+
+impl<'a> ColumnArrays<'a> {
+    fn of(rows: &'a [plan::Row<'a>]) -> Self {
+        let mut arrays = ColumnArrays {
+            positions: Vec::with_capacity(rows.len()),
+            streams: Vec::with_capacity(rows.len()),
+            versions: Vec::with_capacity(rows.len()),
+            event_ids: Vec::with_capacity(rows.len()),
+            types: Vec::with_capacity(rows.len()),
+            schema_versions: Vec::with_capacity(rows.len()),
+            data: Vec::with_capacity(rows.len()),
+            actors: Vec::with_capacity(rows.len()),
+            request_ids: Vec::with_capacity(rows.len()),
+            correlation_ids: Vec::with_capacity(rows.len()),
+            recorded: Vec::with_capacity(rows.len()),
+        };
+        for row in rows {
+            arrays.positions.push(to_i64(row.position));
+            arrays.streams.push(row.stream);
+            arrays.versions.push(to_i64(row.version));
+            arrays.event_ids.push(row.event.event_id);
+            arrays.types.push(row.event.event_type.as_str());
+            arrays.schema_versions.push(row.event.schema_version as i16);
+            arrays.data.push(Json(&row.event.data));
+            arrays.actors.push(row.event.metadata.actor.as_deref());
+            arrays
+                .request_ids
+                .push(row.event.metadata.request_id.as_deref());
+            arrays
+                .correlation_ids
+                .push(row.event.metadata.correlation_id.as_deref());
+            arrays
+                .recorded
+                .push(row.event.recorded_at.timestamp_millis());
+        }
+        arrays
+    }
+
+    /// Binds the eleven arrays, in the order of [`COLUMNS`], as the query's next parameters.
+    fn bind<'q>(&'q self, query: PgQuery<'q>) -> PgQuery<'q> {
+        query
+            .bind(&self.positions)
+            .bind(&self.streams)
+            .bind(&self.versions)
+            .bind(&self.event_ids)
+            .bind(&self.types)
+            .bind(&self.schema_versions)
+            .bind(&self.data)
+            .bind(&self.actors)
+            .bind(&self.request_ids)
+            .bind(&self.correlation_ids)
+            .bind(&self.recorded)
+    }
+}
+
+/// The speculative append in one round trip: `quota_append_guarded` (migration 0005), called
+/// outside a transaction, so its implicit transaction commits before the answer comes back
+/// (sqlx reads on to ReadyForQuery before returning the row). Returns how many rows were
+/// inserted: all, or 0 when the database is not as `guard` assumes.
+async fn append_guarded(
+    pool: &PgPool,
+    rows: &[plan::Row<'_>],
+    guard: Guard<'_>,
+) -> Result<usize, StoreError> {
+    let arrays = ColumnArrays::of(rows);
+    let new_head = rows.last().map_or(0, |r| r.position);
+    let (streams, versions): (Vec<&str>, Vec<Option<i64>>) = guard
+        .assumed_versions
+        .iter()
+        .map(|(stream, version)| (*stream, version.map(to_i64)))
+        .unzip();
+    let query = sqlx::query(
+        "SELECT quota_append_guarded($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
+         $15, $16, $17)",
+    )
+    .bind(APPEND_LOCK_KEY);
+    let inserted: i64 = arrays
+        .bind(query)
+        .bind(NOTIFY_CHANNEL)
+        .bind(new_head.to_string())
+        .bind(to_i64(guard.head))
+        .bind(streams)
+        .bind(versions)
+        .fetch_one(pool)
+        .await?
+        .try_get(0)?;
+    Ok(usize::try_from(inserted).unwrap_or(0))
+}
+
+/// Inserts `rows` in the caller's transaction (which holds the append lock) and notifies other
+/// nodes of the new head; returns how many were inserted.
 async fn insert_rows(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     rows: &[plan::Row<'_>],
-    guard: Option<Guard<'_>>,
 ) -> Result<usize, StoreError> {
-    let mut positions = Vec::with_capacity(rows.len());
-    let mut stream_names = Vec::with_capacity(rows.len());
-    let mut row_versions = Vec::with_capacity(rows.len());
-    let mut event_ids = Vec::with_capacity(rows.len());
-    let mut types = Vec::with_capacity(rows.len());
-    let mut schema_versions = Vec::with_capacity(rows.len());
-    let mut data = Vec::with_capacity(rows.len());
-    let mut actors = Vec::with_capacity(rows.len());
-    let mut request_ids = Vec::with_capacity(rows.len());
-    let mut correlation_ids = Vec::with_capacity(rows.len());
-    let mut recorded = Vec::with_capacity(rows.len());
-    for row in rows {
-        positions.push(to_i64(row.position));
-        stream_names.push(row.stream);
-        row_versions.push(to_i64(row.version));
-        event_ids.push(row.event.event_id);
-        types.push(row.event.event_type.as_str());
-        schema_versions.push(row.event.schema_version as i16);
-        data.push(Json(&row.event.data));
-        actors.push(row.event.metadata.actor.as_deref());
-        request_ids.push(row.event.metadata.request_id.as_deref());
-        correlation_ids.push(row.event.metadata.correlation_id.as_deref());
-        recorded.push(row.event.recorded_at.timestamp_millis());
-    }
-    let condition = if guard.is_some() {
-        " WHERE (SELECT COALESCE(MAX(position), 0) FROM events) = $14 \
-            AND NOT EXISTS (SELECT 1 FROM UNNEST($15::text[], $16::bigint[]) AS g(s, v) \
-                 WHERE (SELECT MAX(version) FROM events WHERE stream = g.s) IS DISTINCT FROM g.v) \
-            AND NOT EXISTS (SELECT 1 FROM UNNEST($4::uuid[]) AS id \
-                 JOIN events ON events.event_id = id)"
-    } else {
-        ""
-    };
+    let arrays = ColumnArrays::of(rows);
     let new_head = rows.last().map_or(0, |r| r.position);
     let query = format!(
         "WITH inserted AS (INSERT INTO events ({COLUMNS}) SELECT * FROM UNNEST(\
          $1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::smallint[], \
-         $7::jsonb[], $8::text[], $9::text[], $10::text[], $11::bigint[]){condition} RETURNING 1) \
+         $7::jsonb[], $8::text[], $9::text[], $10::text[], $11::bigint[]) RETURNING 1) \
          SELECT n, CASE WHEN n > 0 THEN pg_notify($12, $13) END \
          FROM (SELECT COUNT(*) AS n FROM inserted) AS done"
     );
-    let mut query = sqlx::query(&query)
-        .bind(&positions)
-        .bind(&stream_names)
-        .bind(&row_versions)
-        .bind(&event_ids)
-        .bind(&types)
-        .bind(&schema_versions)
-        .bind(&data)
-        .bind(&actors)
-        .bind(&request_ids)
-        .bind(&correlation_ids)
-        .bind(&recorded)
+    let inserted: i64 = arrays
+        .bind(sqlx::query(&query))
         .bind(NOTIFY_CHANNEL)
-        .bind(new_head.to_string());
-    if let Some(guard) = guard {
-        let (streams, versions): (Vec<&str>, Vec<Option<i64>>) = guard
-            .assumed_versions
-            .iter()
-            .map(|(stream, version)| (*stream, version.map(to_i64)))
-            .unzip();
-        query = query.bind(to_i64(guard.head)).bind(streams).bind(versions);
-    }
-    let inserted: i64 = query.fetch_one(&mut **tx).await?.try_get(0)?;
+        .bind(new_head.to_string())
+        .fetch_one(&mut **tx)
+        .await?
+        .try_get(0)?;
     Ok(usize::try_from(inserted).unwrap_or(0))
 }
 
