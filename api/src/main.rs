@@ -7,6 +7,13 @@ use api::server::LogFormat;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
+/// The service and the load generator allocate for every request (bodies, JSON, events,
+/// futures); glibc's malloc and free were 14% of the server's runtime threads under load (perf).
+/// Measured interleaved, 3 rounds of 8 s each: hot in-process 106 -> 94.5 µs of CPU per boot,
+/// fleet 15.2k -> 16.0k boots/s; HTTP unchanged; peak memory at 100,000 projects 419 -> 430 MB.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = api::cli::Cli::parse();
