@@ -361,8 +361,7 @@ struct ClientTally {
     errors: u64,
     granted_reserves: u64,
     latencies_us: Vec<u32>,
-    /// Committed boots per project, and the highest position acknowledged.
-    committed: HashMap<ProjectId, u64>,
+    /// The highest position acknowledged.
     max_position: u64,
     first_error: Option<String>,
 }
@@ -385,9 +384,15 @@ impl ClientTally {
     }
 }
 
+/// Committed boots per project, by the project's index: shared by the clients, so that the
+/// load generator's own bookkeeping stays a counter per project however long it runs (a map
+/// per client grew towards clients × projects entries).
+type CommittedBoots = Arc<Vec<AtomicU64>>;
+
 async fn client_loop(
     driver: Arc<dyn Driver>,
     projects: Arc<Vec<ProjectId>>,
+    committed: CommittedBoots,
     seed: u64,
     deadline: Instant,
     progress: Arc<AtomicU64>,
@@ -395,7 +400,8 @@ async fn client_loop(
     let mut rng = StdRng::seed_from_u64(seed);
     let mut tally = ClientTally::default();
     while Instant::now() < deadline {
-        let project = &projects[rng.gen_range(0..projects.len())];
+        let index = rng.gen_range(0..projects.len());
+        let project = &projects[index];
         let started = Instant::now();
         let answer = driver.reserve(project).await;
         tally.record(started, &answer);
@@ -408,7 +414,7 @@ async fn client_loop(
         tally.record(started, &answer);
         if let Answer::Granted { .. } = answer {
             tally.boots += 1;
-            *tally.committed.entry(project.clone()).or_default() += 1;
+            committed[index].fetch_add(1, Ordering::Relaxed);
             progress.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -546,6 +552,8 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
         projects.len()
     );
     let progress = Arc::new(AtomicU64::new(0));
+    let committed_boots: CommittedBoots =
+        Arc::new(projects.iter().map(|_| AtomicU64::new(0)).collect());
     let started = Instant::now();
     let tallies: Vec<ClientTally> = if args.workload == Workload::Burst {
         let start = Arc::new(Barrier::new(clients));
@@ -568,6 +576,7 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
                 tokio::spawn(client_loop(
                     driver.clone(),
                     projects.clone(),
+                    committed_boots.clone(),
                     i as u64,
                     deadline,
                     progress.clone(),
@@ -594,12 +603,12 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
     if let Some(e) = tallies.iter().find_map(|t| t.first_error.clone()) {
         eprintln!("bench: {errors} request(s) failed; first: {e}");
     }
-    let mut committed: HashMap<ProjectId, u64> = HashMap::new();
-    for t in &tallies {
-        for (p, n) in &t.committed {
-            *committed.entry(p.clone()).or_default() += n;
-        }
-    }
+    let committed: HashMap<ProjectId, u64> = projects
+        .iter()
+        .zip(committed_boots.iter())
+        .map(|(project, boots)| (project.clone(), boots.load(Ordering::Relaxed)))
+        .filter(|(_, boots)| *boots > 0)
+        .collect();
     let oversubscribed = if args.workload == Workload::Burst {
         granted.saturating_sub(BURST_LIMIT as u64)
     } else {
