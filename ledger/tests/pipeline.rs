@@ -329,6 +329,107 @@ async fn evicted_projects_reload_from_their_streams() {
     }
 }
 
+/// A state keeps every reservation its project ever had, so the cache is bounded by the
+/// reservations it holds as well as by projects.
+#[tokio::test]
+async fn the_cache_is_bounded_by_the_reservations_it_holds() {
+    let (_dir, store) = testing::sqlite_store().await;
+    let max_reservations = 20;
+    let config = LedgerConfig {
+        cache_max_reservations: max_reservations,
+        ..LedgerConfig::default()
+    };
+    let ledger = with_clock(store, clock(), config).await;
+    let reservations_each = 3;
+    let mut ids = vec![];
+    for i in 0..30 {
+        let project = p(&format!("p{i}"));
+        for _ in 0..reservations_each {
+            let view = ledger
+                .reserve(
+                    &project,
+                    None,
+                    one("instances", 1),
+                    60,
+                    &Metadata::default(),
+                )
+                .await
+                .unwrap();
+            ids.push((project.clone(), view.reservation_id));
+        }
+        // Checked before each request: past it by at most what one request added.
+        assert!(
+            ledger.cached_reservations() <= max_reservations + 1,
+            "{} cached reservations",
+            ledger.cached_reservations()
+        );
+    }
+    assert!(ledger.cached_projects() < 30);
+    for (project, id) in &ids {
+        // Full (3 of 3 held): the reloaded state still counts the holds.
+        assert!(ledger
+            .reserve(project, None, one("instances", 1), 60, &Metadata::default())
+            .await
+            .is_err());
+        assert_eq!(
+            ledger
+                .commit(project, *id, &Metadata::default())
+                .await
+                .unwrap()
+                .status,
+            ReservationStatus::Committed
+        );
+    }
+}
+
+/// The cache's count of reservations follows the states through requests, commits, releases
+/// and reloads.
+#[tokio::test]
+async fn the_cache_counts_the_reservations_of_its_states() {
+    let (_dir, store) = testing::sqlite_store().await;
+    let ledger = with_clock(store.clone(), clock(), LedgerConfig::default()).await;
+    let mut made = 0;
+    for i in 0..5 {
+        let project = p(&format!("p{i}"));
+        let first = ledger
+            .reserve(
+                &project,
+                None,
+                one("instances", 1),
+                60,
+                &Metadata::default(),
+            )
+            .await
+            .unwrap();
+        let second = ledger
+            .reserve(
+                &project,
+                None,
+                one("instances", 1),
+                60,
+                &Metadata::default(),
+            )
+            .await
+            .unwrap();
+        ledger
+            .commit(&project, first.reservation_id, &Metadata::default())
+            .await
+            .unwrap();
+        ledger
+            .release(&project, second.reservation_id, &Metadata::default())
+            .await
+            .unwrap();
+        made += 2;
+        assert_eq!(ledger.cached_reservations(), made);
+    }
+    // A second ledger on the same store loads the states from their streams.
+    let reloaded = with_clock(store, clock(), LedgerConfig::default()).await;
+    for i in 0..5 {
+        reloaded.project_state(&p(&format!("p{i}"))).await.unwrap();
+    }
+    assert_eq!(reloaded.cached_reservations(), made);
+}
+
 /// Two processes on one SQLite file: each one's cached state goes stale when the other
 /// writes; the expected-version check catches it and the pipeline decides again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
