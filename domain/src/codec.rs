@@ -93,9 +93,10 @@ struct CorrectedV1 {
     reason: String,
 }
 
-fn names<V: Copy>(map: &BTreeMap<ResourceName, V>) -> BTreeMap<String, V> {
-    map.iter()
-        .map(|(k, v)| (k.as_str().to_owned(), *v))
+fn deltas_by_name(deltas: &Deltas) -> BTreeMap<String, i64> {
+    deltas
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), v))
         .collect()
 }
 
@@ -122,7 +123,7 @@ pub fn encode(event: &Event) -> Encoded {
             expires_at,
         } => to_json(&RequestedV1 {
             reservation_id: reservation_id.0,
-            deltas: names(deltas.as_map()),
+            deltas: deltas_by_name(deltas),
             expires_at: *expires_at,
         }),
         Event::ReservationCommitted { reservation_id } => to_json(&CommittedV1 {
@@ -142,7 +143,7 @@ pub fn encode(event: &Event) -> Encoded {
             judged,
         } => to_json(&DeniedV1 {
             reservation_id: reservation_id.0,
-            deltas: names(deltas.as_map()),
+            deltas: deltas_by_name(deltas),
             overs: overs.iter().map(|r| r.as_str().to_owned()).collect(),
             judged: judged
                 .iter()

@@ -247,7 +247,7 @@ fn reserve(
             Err(Refusal::IdempotencyMismatch)
         };
     }
-    unknown_resources(state, defaults, deltas.as_map().keys())?;
+    unknown_resources(state, defaults, deltas.resources())?;
 
     let mut underflows = vec![];
     let mut overs = vec![];

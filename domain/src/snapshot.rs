@@ -81,7 +81,7 @@ struct StateV1Out<'a> {
 #[derive(Serialize)]
 struct ReservationV1Out<'a>(
     &'a Uuid,
-    &'a BTreeMap<ResourceName, i64>,
+    &'a Deltas,
     &'static str,
     i64,
     i64,
@@ -147,7 +147,7 @@ impl ProjectState {
                 .map(|r| {
                     ReservationV1Out(
                         &r.id.0,
-                        r.deltas.as_map(),
+                        &r.deltas,
                         status_name(r.status),
                         r.created_at.timestamp_millis(),
                         r.expires_at.timestamp_millis(),

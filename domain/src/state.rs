@@ -161,7 +161,7 @@ impl ProjectState {
         names.extend(self.overrides.keys());
         names.extend(self.in_use.keys());
         for hold in self.held() {
-            names.extend(hold.deltas.as_map().keys());
+            names.extend(hold.deltas.resources());
         }
         names
             .into_iter()

@@ -191,11 +191,11 @@ fn touched_before(view: &ProjectView, event: &Event) -> (Option<Deltas>, Vec<Res
         .map(|kept| kept.deltas.clone());
     let touched = match event {
         Event::ReservationRequested { deltas, .. } | Event::ReservationDenied { deltas, .. } => {
-            deltas.as_map().keys().cloned().collect()
+            deltas.resources().cloned().collect()
         }
         Event::ReservationCommitted { .. } | Event::ReservationReleased { .. } => kept
             .as_ref()
-            .map(|d| d.as_map().keys().cloned().collect())
+            .map(|d| d.resources().cloned().collect())
             .unwrap_or_default(),
         Event::LimitsSet { limits, .. } | Event::DefaultLimitsSet { limits } => {
             limits.keys().cloned().collect()
@@ -322,7 +322,7 @@ fn audit_row(
 }
 
 pub(crate) fn deltas_json(deltas: &Deltas) -> String {
-    serde_json::to_string(deltas.as_map()).unwrap_or_else(|_| String::from("{}"))
+    serde_json::to_string(deltas).unwrap_or_else(|_| String::from("{}"))
 }
 
 pub(crate) fn parse_deltas(text: &str) -> Option<Deltas> {

@@ -39,7 +39,7 @@ fn report(rows: &ProjectRows) -> std::collections::BTreeMap<ResourceName, Resour
     names.extend(rows.overrides.keys());
     names.extend(rows.in_use.keys());
     for hold in &rows.holds {
-        names.extend(hold.as_map().keys());
+        names.extend(hold.resources());
     }
     names
         .into_iter()

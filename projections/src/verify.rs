@@ -143,7 +143,7 @@ impl Inner {
                 .collect();
             for id in ids {
                 if let Some(r) = state.reservation(id) {
-                    resources.extend(r.deltas.as_map().keys().map(|k| k.as_str().to_owned()));
+                    resources.extend(r.deltas.resources().map(|k| k.as_str().to_owned()));
                     match r.status {
                         ReservationStatus::Held => {
                             add(&mut expected.held_count, project, "", 1);
