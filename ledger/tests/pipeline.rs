@@ -34,6 +34,16 @@ fn limits(pairs: &[(&str, i64)]) -> Limits {
         .collect()
 }
 
+/// One instance for 60 s, with a new id.
+async fn reserve_an_instance(
+    ledger: &Ledger,
+    project: &ProjectId,
+) -> Result<ledger::ReservationView, LedgerError> {
+    ledger
+        .reserve(project, None, one("instances", 1), 60, &Metadata::default())
+        .await
+}
+
 async fn with_clock(
     store: Arc<dyn EventStore>,
     clock: Arc<ManualClock>,
@@ -345,16 +355,7 @@ async fn the_cache_is_bounded_by_the_reservations_it_holds() {
     for i in 0..30 {
         let project = p(&format!("p{i}"));
         for _ in 0..reservations_each {
-            let view = ledger
-                .reserve(
-                    &project,
-                    None,
-                    one("instances", 1),
-                    60,
-                    &Metadata::default(),
-                )
-                .await
-                .unwrap();
+            let view = reserve_an_instance(&ledger, &project).await.unwrap();
             ids.push((project.clone(), view.reservation_id));
         }
         // Checked before each request: past it by at most what one request added.
@@ -367,10 +368,7 @@ async fn the_cache_is_bounded_by_the_reservations_it_holds() {
     assert!(ledger.cached_projects() < 30);
     for (project, id) in &ids {
         // Full (3 of 3 held): the reloaded state still counts the holds.
-        assert!(ledger
-            .reserve(project, None, one("instances", 1), 60, &Metadata::default())
-            .await
-            .is_err());
+        assert!(reserve_an_instance(&ledger, project).await.is_err());
         assert_eq!(
             ledger
                 .commit(project, *id, &Metadata::default())
@@ -391,26 +389,8 @@ async fn the_cache_counts_the_reservations_of_its_states() {
     let mut made = 0;
     for i in 0..5 {
         let project = p(&format!("p{i}"));
-        let first = ledger
-            .reserve(
-                &project,
-                None,
-                one("instances", 1),
-                60,
-                &Metadata::default(),
-            )
-            .await
-            .unwrap();
-        let second = ledger
-            .reserve(
-                &project,
-                None,
-                one("instances", 1),
-                60,
-                &Metadata::default(),
-            )
-            .await
-            .unwrap();
+        let first = reserve_an_instance(&ledger, &project).await.unwrap();
+        let second = reserve_an_instance(&ledger, &project).await.unwrap();
         ledger
             .commit(&project, first.reservation_id, &Metadata::default())
             .await
