@@ -150,17 +150,15 @@ struct Slot {
     /// Bumped by the appender when an append of this slot fails; see the module docs.
     generation: AtomicU64,
     /// The reservations in `inner.state` when last counted: this slot's part of
-    /// [`Cache::reservations`].
+    /// [`Ledger::cached_reservations`].
     reservations: AtomicUsize,
     inner: tokio::sync::Mutex<SlotState>,
 }
 
-/// The cached project states, and what they hold together.
+/// The cached project states.
 #[derive(Default)]
 struct Cache {
     slots: HashMap<ProjectId, Arc<Slot>>,
-    /// The sum of every cached slot's `reservations`.
-    reservations: usize,
     /// The total after the last eviction that could not get under its target because the
     /// rest was in use; the next waits for the total to grow by a hundredth of the bound, so
     /// that a cache over its bound is not scanned on every request.
@@ -195,6 +193,9 @@ pub struct Ledger {
     clock: Arc<dyn Clock>,
     config: LedgerConfig,
     cache: Mutex<Cache>,
+    /// The sum of every cached slot's `reservations`: an atomic, so that counting after a
+    /// decision takes no lock. Eviction subtracts only idle slots, which nobody counts.
+    cached_reservations: AtomicUsize,
     defaults_writer: tokio::sync::Mutex<Defaults>,
     defaults: RwLock<Arc<Defaults>>,
     appender: mpsc::Sender<AppendRequest>,
@@ -222,6 +223,7 @@ impl Ledger {
             clock,
             config,
             cache: Mutex::new(Cache::default()),
+            cached_reservations: AtomicUsize::new(0),
             defaults_writer: tokio::sync::Mutex::new(Defaults::default()),
             defaults: RwLock::new(Arc::new(Defaults::default())),
             appender: tx,
@@ -249,7 +251,7 @@ impl Ledger {
 
     /// Reservations held by the cached project states, together.
     pub fn cached_reservations(&self) -> usize {
-        self.lock_cache().reservations
+        self.cached_reservations.load(Ordering::Relaxed)
     }
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, Cache> {
@@ -261,8 +263,52 @@ impl Ledger {
     fn count_reservations(&self, slot: &Slot, state: &ProjectState) {
         let now = state.reservation_count();
         let before = slot.reservations.swap(now, Ordering::Relaxed);
-        let mut cache = self.lock_cache();
-        cache.reservations = (cache.reservations + now).saturating_sub(before);
+        if now >= before {
+            self.cached_reservations
+                .fetch_add(now - before, Ordering::Relaxed);
+        } else {
+            self.cached_reservations
+                .fetch_sub(before - now, Ordering::Relaxed);
+        }
+    }
+
+    /// Drops cached projects nobody is using until the cache is 10% under both its bounds,
+    /// the number of projects and the reservations they hold. Nobody can start using a slot
+    /// meanwhile: slots are handed out under the same lock.
+    fn evict_idle(&self, cache: &mut Cache) {
+        let config = &self.config;
+        let mut projects = cache.slots.len();
+        let mut reservations = self.cached_reservations();
+        // A bound not reached sets no target.
+        let target_projects = if projects >= config.cache_capacity {
+            config.cache_capacity - config.cache_capacity / 10
+        } else {
+            usize::MAX
+        };
+        let target_reservations = if reservations > config.cache_max_reservations {
+            config.cache_max_reservations - config.cache_max_reservations / 10
+        } else {
+            usize::MAX
+        };
+        let mut idle: Vec<ProjectId> = Vec::new();
+        for (project, slot) in &cache.slots {
+            if projects <= target_projects && reservations <= target_reservations {
+                break;
+            }
+            if Arc::strong_count(slot) == 1 {
+                idle.push(project.clone());
+                projects -= 1;
+                reservations =
+                    reservations.saturating_sub(slot.reservations.load(Ordering::Relaxed));
+            }
+        }
+        for project in idle {
+            if let Some(slot) = cache.slots.remove(&project) {
+                self.cached_reservations
+                    .fetch_sub(slot.reservations.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+        cache.futile_eviction_at = (reservations > target_reservations).then_some(reservations);
     }
 
     // ---- defaults ----
@@ -625,20 +671,21 @@ impl Ledger {
 
     fn slot(&self, project: &ProjectId) -> Arc<Slot> {
         let mut cache = self.lock_cache();
-        let over_bound = cache.reservations > self.config.cache_max_reservations
-            && cache.futile_eviction_at.is_none_or(|at| {
-                cache.reservations > at + self.config.cache_max_reservations / 100
-            });
+        let reservations = self.cached_reservations();
+        let over_bound = reservations > self.config.cache_max_reservations
+            && cache
+                .futile_eviction_at
+                .is_none_or(|at| reservations > at + self.config.cache_max_reservations / 100);
         // Held while evicting, so the project about to be used is not among the evicted.
         let cached = cache.slots.get(project).cloned();
         if over_bound {
-            evict_idle(&mut cache, &self.config);
+            self.evict_idle(&mut cache);
         }
         if let Some(slot) = cached {
             return slot;
         }
         if cache.slots.len() >= self.config.cache_capacity {
-            evict_idle(&mut cache, &self.config);
+            self.evict_idle(&mut cache);
         }
         let slot = Arc::new(Slot {
             generation: AtomicU64::new(0),
@@ -869,41 +916,6 @@ fn snapshot_due(state: &ProjectState, snapshot_version: StreamVersion, min_event
     let count = |v: StreamVersion| v.map_or(0, |v| v + 1);
     let since = count(state.version).saturating_sub(count(snapshot_version));
     since >= min_events.max(state.reservation_count() as u64)
-}
-
-/// Drops cached projects nobody is using until the cache is 10% under both its bounds, the
-/// number of projects and the reservations they hold. Nobody can start using a slot meanwhile:
-/// slots are handed out under the same lock.
-fn evict_idle(cache: &mut Cache, config: &LedgerConfig) {
-    let mut projects = cache.slots.len();
-    let mut reservations = cache.reservations;
-    // A bound not reached sets no target.
-    let target_projects = if projects >= config.cache_capacity {
-        config.cache_capacity - config.cache_capacity / 10
-    } else {
-        usize::MAX
-    };
-    let target_reservations = if reservations > config.cache_max_reservations {
-        config.cache_max_reservations - config.cache_max_reservations / 10
-    } else {
-        usize::MAX
-    };
-    let mut idle: Vec<ProjectId> = Vec::new();
-    for (project, slot) in &cache.slots {
-        if projects <= target_projects && reservations <= target_reservations {
-            break;
-        }
-        if Arc::strong_count(slot) == 1 {
-            idle.push(project.clone());
-            projects -= 1;
-            reservations = reservations.saturating_sub(slot.reservations.load(Ordering::Relaxed));
-        }
-    }
-    for project in idle {
-        cache.slots.remove(&project);
-    }
-    cache.reservations = reservations;
-    cache.futile_eviction_at = (reservations > target_reservations).then_some(reservations);
 }
 
 const MAX_METADATA_LEN: usize = 256;
