@@ -69,8 +69,11 @@ impl Db {
                     events_options.clone().read_only(true),
                 )
                 .await?;
+                let views_file = sqlite_views_path(events_options.get_filename());
+                // Private like the events file (see `ledger::create_private_file`).
+                ledger::store::create_private_file(&views_file)?;
                 let options = SqliteConnectOptions::new()
-                    .filename(sqlite_views_path(events_options.get_filename()))
+                    .filename(views_file)
                     .create_if_missing(true)
                     .page_size(VIEWS_PAGE_SIZE_BYTES)
                     .journal_mode(SqliteJournalMode::Wal)

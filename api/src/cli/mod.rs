@@ -407,13 +407,50 @@ fn segment(s: &str) -> String {
     out
 }
 
-async fn open_projections(url: &str) -> Result<std::sync::Arc<projections::Projections>, CliError> {
-    let store = ledger::store::open(url)
+/// Opens the views of the store at `url` for a checking tool: the store must exist (a typo in
+/// a path is an error, never a new empty store that verifies clean).
+async fn open_projections(
+    url: &str,
+    views_file: ViewsFile,
+) -> Result<std::sync::Arc<projections::Projections>, CliError> {
+    let store = ledger::store::open_existing(url)
         .await
         .map_err(|e| CliError::new(format!("cannot open store: {e}")))?;
+    if views_file == ViewsFile::MustExist {
+        require_sqlite_views(url)?;
+    }
     projections::Projections::open(store)
         .await
         .map_err(|e| CliError::new(format!("cannot open the views: {e}")))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ViewsFile {
+    /// Rebuild: a missing views file is built from the events.
+    MayBuild,
+    /// Verify: see [`require_sqlite_views`].
+    MustExist,
+}
+
+/// On SQLite the views are a file of their own, which opening would create and fill from the
+/// events: a verify of views built a moment ago checks nothing, so verify wants them to exist.
+fn require_sqlite_views(url: &str) -> Result<(), CliError> {
+    use std::str::FromStr as _;
+    if !url.starts_with("sqlite:") {
+        return Ok(());
+    }
+    let Ok(options) = sqlx::sqlite::SqliteConnectOptions::from_str(url) else {
+        return Ok(()); // the store's own open says what is wrong with the URL
+    };
+    let path = options.get_filename();
+    let views = projections::sqlite_views_path(path);
+    if !views.exists() {
+        return Err(CliError::new(format!(
+            "no views at {}: `quota projections rebuild --store {url}` builds them from the events",
+            views.display()
+        )));
+    }
+    Ok(())
 }
 
 fn check_projection_name(name: &Option<String>) -> Result<(), CliError> {
@@ -430,7 +467,7 @@ fn check_projection_name(name: &Option<String>) -> Result<(), CliError> {
 
 async fn rebuild(name: Option<String>, store: &str) -> Result<(), CliError> {
     check_projection_name(&name)?;
-    let views = open_projections(store).await?;
+    let views = open_projections(store, ViewsFile::MayBuild).await?;
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -464,7 +501,7 @@ async fn rebuild(name: Option<String>, store: &str) -> Result<(), CliError> {
 
 async fn verify(name: Option<String>, store: &str, json_output: bool) -> Result<(), CliError> {
     check_projection_name(&name)?;
-    let views = open_projections(store).await?;
+    let views = open_projections(store, ViewsFile::MustExist).await?;
     let mut differences = views
         .verify()
         .await

@@ -10,6 +10,7 @@
 //! under a check in the same statement that the file is still that way
 //! ([`plan::speculate`]).
 
+mod files;
 mod plan;
 mod postgres;
 mod sqlite;
@@ -21,6 +22,7 @@ use domain::{EncodedSnapshot, StreamVersion, Timestamp};
 use tokio::sync::watch;
 use uuid::Uuid;
 
+pub use files::{create_private_file, PRIVATE_FILE_MODE};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
@@ -165,6 +167,9 @@ pub enum StoreError {
     Migration(String),
     #[error("unsupported store URL {0:?}: use sqlite://PATH or postgres://...")]
     UnsupportedUrl(String),
+    /// Opening an existing store only (the checking tools): there is none where the URL points.
+    #[error("{0}")]
+    NotFound(String),
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -227,13 +232,33 @@ pub trait EventStore: Send + Sync + 'static {
     fn watch_head(&self) -> watch::Receiver<Position>;
 }
 
+/// Whether opening a store may create it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// The service: a missing SQLite file, or a database without the tables, becomes a new
+    /// empty store.
+    CreateIfMissing,
+    /// The checking tools: only a store that exists is opened ([`StoreError::NotFound`]
+    /// otherwise), so a typo in a path is an error, not a new empty store that "verifies".
+    ExistingOnly,
+}
+
 /// Opens a store from a URL: `sqlite://PATH` (created if missing) or `postgres://...`, and runs
 /// its migrations.
 pub async fn open(url: &str) -> Result<Arc<dyn EventStore>, StoreError> {
+    open_with(url, OpenMode::CreateIfMissing).await
+}
+
+/// Opens a store that must exist already (see [`OpenMode::ExistingOnly`]).
+pub async fn open_existing(url: &str) -> Result<Arc<dyn EventStore>, StoreError> {
+    open_with(url, OpenMode::ExistingOnly).await
+}
+
+async fn open_with(url: &str, mode: OpenMode) -> Result<Arc<dyn EventStore>, StoreError> {
     if url.starts_with("sqlite:") {
-        Ok(Arc::new(SqliteStore::open(url).await?))
+        Ok(Arc::new(SqliteStore::open_with(url, mode).await?))
     } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-        Ok(Arc::new(PostgresStore::open(url).await?))
+        Ok(Arc::new(PostgresStore::open_with(url, mode).await?))
     } else {
         Err(StoreError::UnsupportedUrl(url.chars().take(64).collect()))
     }

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use super::plan;
 use super::{
     metadata_from, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore,
-    Position, RecordedEvent, StoreError, StreamAppend,
+    OpenMode, Position, RecordedEvent, StoreError, StreamAppend,
 };
 use domain::EncodedSnapshot;
 
@@ -48,6 +48,12 @@ impl PostgresStore {
     }
 
     pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(url, OpenMode::CreateIfMissing).await
+    }
+
+    /// Opens the store at `url`; with [`OpenMode::ExistingOnly`], only if its schema already
+    /// holds the events table (checked before any migration could create it).
+    pub async fn open_with(url: &str, mode: OpenMode) -> Result<Self, StoreError> {
         let options = Self::connect_options(url)?;
         let pool = PgPoolOptions::new()
             .max_connections(8)
@@ -56,6 +62,16 @@ impl PostgresStore {
             .acquire_timeout(Duration::from_secs(2))
             .connect_with(options)
             .await?;
+        if mode == OpenMode::ExistingOnly {
+            let events: Option<String> = sqlx::query_scalar("SELECT to_regclass('events')::text")
+                .fetch_one(&pool)
+                .await?;
+            if events.is_none() {
+                return Err(StoreError::NotFound(
+                    "no quota store in that database: its search path has no events table".into(),
+                ));
+            }
+        }
         Self::with_pool(pool).await
     }
 

@@ -13,7 +13,7 @@ use sqlx::sqlite::{
 use sqlx::{Connection as _, Row as _, SqliteConnection, SqlitePool};
 use tokio::sync::watch;
 
-use super::plan;
+use super::{files, plan, OpenMode};
 use super::{
     metadata_from, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore,
     Position, RecordedEvent, StoreError, StreamAppend,
@@ -43,6 +43,29 @@ pub struct SqliteStore {
     head: watch::Sender<Position>,
 }
 
+/// Fails unless the file of `options` exists and holds the events table. The look is taken on
+/// a plain read-only connection (no journal-mode change, no migration), so a file that is not
+/// a store is left exactly as it was.
+async fn check_quota_store(options: &SqliteConnectOptions) -> Result<(), StoreError> {
+    let path = options.get_filename();
+    files::check_sqlite_file(path)?;
+    let look = SqliteConnectOptions::new().filename(path).read_only(true);
+    let mut conn = SqliteConnection::connect_with(&look)
+        .await
+        .map_err(|_| files::not_a_store(path, "SQLite cannot open it"))?;
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'events'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .map_err(|_| files::not_a_store(path, "SQLite cannot read it"))?;
+    let _ = conn.close().await;
+    if tables == 0 {
+        return Err(files::not_a_store(path, "it has no events table"));
+    }
+    Ok(())
+}
+
 /// A dedicated connection rather than a pool: a pooled connection costs a liveness round trip
 /// to SQLite's worker thread on every release, and a group commit is one or two round trips.
 struct Writer {
@@ -55,9 +78,21 @@ struct Writer {
 
 impl SqliteStore {
     pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(url, OpenMode::CreateIfMissing).await
+    }
+
+    /// Opens the file at `url`. With [`OpenMode::CreateIfMissing`] a missing file is created
+    /// private (see [`files`]); with [`OpenMode::ExistingOnly`] it must already be a quota
+    /// store, checked before anything is written to it.
+    pub async fn open_with(url: &str, mode: OpenMode) -> Result<Self, StoreError> {
         let options = SqliteConnectOptions::from_str(url)
-            .map_err(|e| StoreError::UnsupportedUrl(e.to_string()))?
-            .create_if_missing(true)
+            .map_err(|e| StoreError::UnsupportedUrl(e.to_string()))?;
+        match mode {
+            OpenMode::CreateIfMissing => files::create_private_file(options.get_filename())?,
+            OpenMode::ExistingOnly => check_quota_store(&options).await?,
+        }
+        let options = options
+            .create_if_missing(mode == OpenMode::CreateIfMissing)
             // Takes effect only when the file is created. A group commit of the fleet workload
             // dirties one leaf of the (stream, version) index per stream it touches, and the
             // WAL write and its fsync grow with the bytes: 1 KiB pages write a quarter of
