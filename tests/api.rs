@@ -170,7 +170,7 @@ async fn open_server_refuses_non_loopback_addresses() {
 #[tokio::test]
 async fn a_bad_tokens_file_stops_the_server_without_showing_tokens() {
     let dir = tempfile::tempdir().expect("folder");
-    let tokens = common::tokens_file(dir.path(), "sekrit-value superuser\n");
+    let tokens = common::tokens_file(dir.path(), "sekrit-value-0123456789 superuser\n");
     let store = sqlite_store();
     let output = std::process::Command::new(common::BINARY)
         .args([

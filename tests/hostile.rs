@@ -259,6 +259,15 @@ async fn send(
     for (k, v) in &hostile.headers {
         request = request.header(k, v);
     }
+    // Bodies say they are JSON unless the case sets a content type of its own (SPEC: a body
+    // without `Content-Type: application/json` is a 415), so that most reach the handlers.
+    let typed = hostile
+        .headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+    if !typed && !matches!(hostile.body, Body::None) {
+        request = request.header("content-type", "application/json");
+    }
     request = match &hostile.body {
         Body::None => request,
         Body::Json(v) => request.body(v.to_string()),

@@ -1,8 +1,5 @@
-//! Bearer tokens and roles.
-//!
-//! The tokens file has one `TOKEN ROLE` pair a line (`#` starts a comment); roles are `admin`,
-//! `auditor` and `project:{id}`. Only SHA-256 hashes of the tokens are kept, a presented token is
-//! compared with every stored hash in constant time, and no token is ever logged or echoed.
+//! Bearer tokens, roles and the authorization middleware. The tokens file itself (its format,
+//! hashing, reloads) is [`crate::tokens`].
 //!
 //! Who may do what (see [`Access`]):
 //! - `admin`: everything.
@@ -11,18 +8,20 @@
 //! - Any valid token: `GET /v1/defaults` (the defaults are the same for everyone).
 //! - No token: `/healthz`, `/openapi.json`, `/metrics` (metrics carry no project data).
 
-use std::path::Path;
-
 use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request, State};
 use axum::http::{header, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use domain::ProjectId;
-use sha2::{Digest, Sha256};
-use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 use crate::error::ApiError;
 use crate::server::AppState;
+use crate::tokens::{LineError, TokenName};
+
+/// The principal of requests to a server without tokens.
+pub const ANONYMOUS: &str = "anonymous";
+/// Principals of the server's own work (e.g. `system:sweeper`); no token may be named so.
+pub const SYSTEM_PREFIX: &str = "system:";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -32,18 +31,15 @@ pub enum Role {
 }
 
 impl Role {
-    pub fn parse(s: &str) -> Result<Role, String> {
+    pub fn parse(s: &str) -> Result<Role, LineError> {
         match s {
             "admin" => Ok(Role::Admin),
             "auditor" => Ok(Role::Auditor),
             other => match other.strip_prefix("project:") {
                 Some(id) => ProjectId::parse(id)
                     .map(Role::Project)
-                    .map_err(|e| e.to_string()),
-                None => Err(format!(
-                    "unknown role {:?}: use admin, auditor or project:ID",
-                    other.chars().take(64).collect::<String>()
-                )),
+                    .map_err(|_| LineError::RoleProject),
+                None => Err(LineError::UnknownRole),
             },
         }
     }
@@ -109,89 +105,30 @@ impl Access {
 pub enum Caller {
     /// The server runs without tokens.
     Open,
-    Token(Role),
+    Token {
+        role: Role,
+        name: Option<TokenName>,
+    },
 }
 
 impl Caller {
+    /// The role's label, the actor recorded when a request names none (`None` when open).
     pub fn label(&self) -> Option<String> {
         match self {
             Caller::Open => None,
-            Caller::Token(role) => Some(role.label()),
+            Caller::Token { role, .. } => Some(role.label()),
         }
     }
-}
 
-type TokenHash = [u8; 32];
-
-fn hash(token: &str) -> TokenHash {
-    Sha256::digest(token.as_bytes()).into()
-}
-
-/// The known tokens, by hash.
-#[derive(Clone, Debug, Default)]
-pub struct Tokens {
-    entries: Vec<(TokenHash, Role)>,
-}
-
-impl Tokens {
-    pub fn load(path: &Path) -> Result<Tokens, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read tokens file {}: {e}", path.display()))?;
-        Tokens::parse(&text).map_err(|e| format!("tokens file {}: {e}", path.display()))
-    }
-
-    /// Parses `TOKEN ROLE` lines. Errors name the line, never the token.
-    pub fn parse(text: &str) -> Result<Tokens, String> {
-        let mut entries: Vec<(TokenHash, Role)> = vec![];
-        for (index, line) in text.lines().enumerate() {
-            let number = index + 1;
-            let line = line.split('#').next().unwrap_or_default().trim();
-            if line.is_empty() {
-                continue;
-            }
-            let mut fields = line.split_whitespace();
-            let (Some(token), Some(role), None) = (fields.next(), fields.next(), fields.next())
-            else {
-                return Err(format!("line {number}: expected `TOKEN ROLE`"));
-            };
-            let role = Role::parse(role).map_err(|e| format!("line {number}: {e}"))?;
-            let digest = hash(token);
-            if entries.iter().any(|(known, _)| *known == digest) {
-                return Err(format!("line {number}: this token is listed twice"));
-            }
-            entries.push((digest, role));
-        }
-        if entries.is_empty() {
-            return Err("no tokens".into());
-        }
-        Ok(Tokens { entries })
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// The role of `token`. Every stored hash is compared, in constant time, whatever matches.
-    pub fn authenticate(&self, token: &str) -> Option<Role> {
-        let presented = hash(token);
-        let mut found = subtle::Choice::from(0);
-        let mut index = 0u64;
-        for (i, (known, _)) in self.entries.iter().enumerate() {
-            let matches = known.ct_eq(&presented);
-            index = u64::conditional_select(&index, &(i as u64), matches);
-            found |= matches;
-        }
-        if bool::from(found) {
-            usize::try_from(index)
-                .ok()
-                .and_then(|i| self.entries.get(i))
-                .map(|(_, role)| role.clone())
-        } else {
-            None
+    /// Who was authenticated: the token's name, else its role's label (`admin`, `auditor`,
+    /// `project:p`); `anonymous` when the server runs open. No request can choose it.
+    pub fn principal(&self) -> String {
+        match self {
+            Caller::Open => ANONYMOUS.to_owned(),
+            Caller::Token {
+                name: Some(name), ..
+            } => name.as_str().to_owned(),
+            Caller::Token { role, name: None } => role.label(),
         }
     }
 }
@@ -213,7 +150,7 @@ pub async fn authorize(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let Some(tokens) = state.tokens.as_deref() else {
+    let Some(store) = state.tokens.as_deref() else {
         request.extensions_mut().insert(Caller::Open);
         return next.run(request).await;
     };
@@ -235,7 +172,11 @@ pub async fn authorize(
     if access == Access::Public {
         return next.run(request).await;
     }
-    let Some(role) = bearer_token(&request).and_then(|t| tokens.authenticate(t)) else {
+    let tokens = store.current();
+    let Some(caller) = bearer_token(&request).and_then(|t| tokens.authenticate(t)) else {
+        return ApiError::Unauthorized.into_response();
+    };
+    let Caller::Token { role, .. } = &caller else {
         return ApiError::Unauthorized.into_response();
     };
     if !role.allows(&access) {
@@ -251,43 +192,13 @@ pub async fn authorize(
         };
         return ApiError::Forbidden(detail).into_response();
     }
-    request.extensions_mut().insert(Caller::Token(role));
+    request.extensions_mut().insert(caller);
     next.run(request).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_file_parses_roles_and_comments() {
-        let tokens = Tokens::parse(
-            "# operators\nsecret-a admin\nsecret-b auditor # read only\n\nsecret-c project:acme\n",
-        )
-        .expect("valid file");
-        assert_eq!(tokens.len(), 3);
-        assert_eq!(tokens.authenticate("secret-a"), Some(Role::Admin));
-        assert_eq!(tokens.authenticate("secret-b"), Some(Role::Auditor));
-        assert_eq!(
-            tokens.authenticate("secret-c"),
-            Some(Role::Project(ProjectId::parse("acme").expect("id")))
-        );
-        assert_eq!(tokens.authenticate("secret-d"), None);
-    }
-
-    #[test]
-    fn tokens_file_errors_do_not_show_tokens() {
-        for bad in [
-            "hunter2 root",
-            "hunter2",
-            "hunter2 admin extra",
-            "hunter2 admin\nhunter2 auditor",
-        ] {
-            let error = Tokens::parse(bad).expect_err(bad);
-            assert!(!error.contains("hunter2"), "{error}");
-        }
-        assert!(Tokens::parse("# nothing\n").is_err());
-    }
 
     #[test]
     fn roles_cover_their_scope_only() {

@@ -43,6 +43,8 @@ pub enum ApiError {
     MethodNotAllowed(String),
     #[error("the request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error("the event store is unavailable; retry later")]
     StoreUnavailable,
     #[error("too many concurrent writers on {0}; retry")]
@@ -86,6 +88,7 @@ impl ApiError {
             ApiError::Forbidden(_) => ProblemCode::Forbidden,
             ApiError::MethodNotAllowed(_) => ProblemCode::MethodNotAllowed,
             ApiError::PayloadTooLarge(_) => ProblemCode::PayloadTooLarge,
+            ApiError::UnsupportedMediaType(_) => ProblemCode::UnsupportedMediaType,
             ApiError::StoreUnavailable => ProblemCode::StoreUnavailable,
             ApiError::Contention(_) => ProblemCode::Contention,
             ApiError::NotCaughtUp { .. } => ProblemCode::NotCaughtUp,

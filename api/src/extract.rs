@@ -1,13 +1,19 @@
 //! Extractors whose every rejection is an [`ApiError`], so malformed bodies, bad ids and bad
 //! query strings are answered as problem+json like everything else.
 
+use std::collections::HashSet;
+use std::fmt;
+
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Query, RawPathParams, Request};
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Query, RawPathParams, Request};
 use axum::http::request::Parts;
-use axum::http::StatusCode;
-use domain::{ProjectId, ReservationId};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use domain::{Actor, ClientRequestId, ProjectId, ReservationId};
 use ledger::Metadata;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde::Deserializer as _;
 
 use crate::auth::Caller;
 use crate::error::{truncate, ApiError};
@@ -15,12 +21,50 @@ use crate::error::{truncate, ApiError};
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
-/// A JSON body. The content type is not checked (a `curl -d` without `-H` still works); the body
-/// must parse as `T`, whose types reject unknown fields.
+/// A JSON body: `Content-Type: application/json`, an object without duplicated keys at any
+/// depth, that parses as `T` (whose types reject unknown fields).
 pub struct JsonBody<T>(pub T);
 
+/// Whether `value` is `application/json`, in any case, with no parameter but a UTF-8 charset
+/// (JSON is UTF-8: RFC 8259).
+fn is_json_media_type(value: &str) -> bool {
+    let mut parts = value.split(';');
+    let essence = parts.next().unwrap_or_default().trim();
+    essence.eq_ignore_ascii_case("application/json")
+        && parts.all(|parameter| match parameter.split_once('=') {
+            Some((name, value)) => {
+                name.trim().eq_ignore_ascii_case("charset")
+                    && value.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
+            }
+            None => parameter.trim().is_empty(),
+        })
+}
+
+/// A content type, when given, must be JSON; without one the body must be empty. So a browser
+/// cannot send a write as a "simple" cross-site request (text/plain, forms) without a preflight.
+fn check_content_type(headers: &HeaderMap, body: &[u8]) -> Result<(), ApiError> {
+    match headers.get(header::CONTENT_TYPE) {
+        Some(value) if value.to_str().is_ok_and(is_json_media_type) => Ok(()),
+        Some(_) => Err(ApiError::UnsupportedMediaType(
+            "the body must be sent as Content-Type: application/json".into(),
+        )),
+        None if body.is_empty() => Ok(()),
+        None => Err(ApiError::UnsupportedMediaType(
+            "a request with a body must say Content-Type: application/json".into(),
+        )),
+    }
+}
+
 async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes, ApiError> {
-    Bytes::from_request(request, state)
+    let (parts, body) = request.into_parts();
+    if let Some(value) = parts.headers.get(header::CONTENT_TYPE) {
+        // Refused before a byte of the body is read.
+        if !value.to_str().is_ok_and(is_json_media_type) {
+            check_content_type(&parts.headers, &[])?;
+        }
+    }
+    let headers = parts.headers.clone();
+    let bytes = Bytes::from_request(Request::from_parts(parts, body), state)
         .await
         .map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -28,20 +72,101 @@ async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes,
             } else {
                 ApiError::InvalidRequest("the request body could not be read".into())
             }
-        })
+        })?;
+    check_content_type(&headers, &bytes)?;
+    Ok(bytes)
+}
+
+fn json_error(e: serde_json::Error) -> ApiError {
+    let what = match e.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => "malformed JSON",
+        serde_json::error::Category::Data => "invalid body",
+        serde_json::error::Category::Io => "unreadable body",
+    };
+    ApiError::InvalidRequest(format!("{what}: {e}"))
+}
+
+/// Walks a JSON value and fails on a key repeated within one object. serde's derives and maps
+/// would take the first or the last silently.
+struct UniqueKeys;
+
+impl<'de> DeserializeSeed<'de> for UniqueKeys {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for UniqueKeys {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if seen.contains(&key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "duplicated key {:?}",
+                    truncate(&key)
+                )));
+            }
+            map.next_value_seed(UniqueKeys)?;
+            seen.insert(key);
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(UniqueKeys)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+/// The top level of a body: an object (serde's derives would also read a struct from an
+/// array of its fields in order), checked with [`UniqueKeys`].
+struct BodyObject;
+
+impl<'de> Visitor<'de> for BodyObject {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        UniqueKeys.visit_map(map)
+    }
 }
 
 fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        let what = match e.classify() {
-            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-                "malformed JSON"
-            }
-            serde_json::error::Category::Data => "invalid body",
-            serde_json::error::Category::Io => "unreadable body",
-        };
-        ApiError::InvalidRequest(format!("{what}: {e}"))
-    })
+    let mut shape = serde_json::Deserializer::from_slice(bytes);
+    shape
+        .deserialize_any(BodyObject)
+        .and_then(|()| shape.end())
+        .map_err(json_error)?;
+    serde_json::from_slice(bytes).map_err(json_error)
 }
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
@@ -56,7 +181,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     }
 }
 
-/// A JSON body that may be left out (empty means `T::default()`).
+/// A JSON body that may be left out (empty means `T::default()`); when given, the same rules
+/// as [`JsonBody`].
 pub struct OptionalJsonBody<T>(pub T);
 
 impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJsonBody<T> {
@@ -69,6 +195,36 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJ
         }
         parse_json(&bytes).map(OptionalJsonBody)
     }
+}
+
+/// The routes that read a query string (each with an [`ApiQuery`] whose type rejects unknown
+/// parameters). Every other route refuses any query string, in [`refuse_unread_query`], so a
+/// new route cannot silently ignore parameters a client believes it sent.
+pub const ROUTES_WITH_QUERY: [&str; 2] = ["/v1/projects/{p}/usage", "/v1/projects/{p}/audit"];
+
+/// Middleware on every route: a query string on a route that reads none is a 400.
+pub async fn refuse_unread_query(request: Request, next: Next) -> Response {
+    let query = request.uri().query().unwrap_or_default();
+    if !query.is_empty() {
+        let route = request
+            .extensions()
+            .get::<MatchedPath>()
+            .map(MatchedPath::as_str)
+            .unwrap_or_default();
+        if !ROUTES_WITH_QUERY.contains(&route) {
+            let names: Vec<String> = query
+                .split('&')
+                .filter(|pair| !pair.is_empty())
+                .map(|pair| truncate(pair.split('=').next().unwrap_or_default()))
+                .take(4)
+                .collect();
+            return ApiError::InvalidRequest(format!(
+                "unknown query parameter(s) {names:?}: this route takes no query parameters"
+            ))
+            .into_response();
+        }
+    }
+    next.run(request).await
 }
 
 async fn path_param(parts: &mut Parts, name: &str) -> Result<String, ApiError> {
@@ -130,18 +286,27 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
 /// Who asked and under which request id, for the metadata of the events a request records.
 pub struct RequestContext {
     pub caller: Caller,
+    /// The HTTP request id: the client's `x-request-id` if well formed, else the server's own
+    /// (see `server::assign_request_id`).
     pub request_id: Option<String>,
 }
 
 impl RequestContext {
     /// Event metadata: the body's actor (else the caller's role) and request id (else the HTTP
     /// request id); the HTTP request id is always the correlation id.
-    pub fn metadata(&self, actor: Option<String>, request_id: Option<String>) -> Metadata {
+    pub fn metadata(&self, actor: Option<Actor>, request_id: Option<ClientRequestId>) -> Metadata {
         Metadata {
-            actor: actor.or_else(|| self.caller.label()),
-            request_id: request_id.or_else(|| self.request_id.clone()),
+            actor: actor.map(String::from).or_else(|| self.caller.label()),
+            request_id: request_id
+                .map(String::from)
+                .or_else(|| self.request_id.clone()),
             correlation_id: self.request_id.clone(),
         }
+    }
+
+    /// Who was authenticated: the token's name, else its role; `anonymous` on an open server.
+    pub fn principal(&self) -> String {
+        self.caller.principal()
     }
 }
 
@@ -186,5 +351,157 @@ impl<S: Send + Sync> FromRequestParts<S> for NamePath {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         path_param(parts, "name").await.map(NamePath)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::Role;
+    use axum::http::HeaderValue;
+    use serde::Deserialize;
+
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Body {
+        a: Option<std::collections::BTreeMap<String, i64>>,
+        b: Option<String>,
+    }
+
+    fn parse(text: &str) -> Result<Body, String> {
+        parse_json::<Body>(text.as_bytes()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn bodies_are_objects() {
+        assert!(parse(r#"{"a": {"x": 1}, "b": "y"}"#).is_ok());
+        assert!(parse("{}").is_ok());
+        for bad in [r#"[{"x": 1}, "y"]"#, "[]", "null", "1", r#""a""#, "true"] {
+            let error = parse(bad).expect_err(bad);
+            assert!(error.contains("a JSON object"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn duplicated_keys_are_refused_at_any_depth() {
+        for bad in [
+            r#"{"b": "x", "b": "y"}"#,
+            r#"{"a": {"x": 1, "x": 2}}"#,
+            r#"{"a": {"x": 1, "\u0078": 2}}"#,
+            r#"{"a": {"x": 1}, "b": "y", "a": {"z": 1}}"#,
+        ] {
+            let error = parse(bad).expect_err(bad);
+            assert!(error.contains("duplicated key"), "{bad}: {error}");
+        }
+        // The same key in different objects is fine (checked here on the shape alone).
+        let mut shape =
+            serde_json::Deserializer::from_str(r#"{"a": {"x": 1}, "b": [{"x": 1}, {"x": 2}]}"#);
+        assert!(shape.deserialize_any(BodyObject).is_ok());
+    }
+
+    #[test]
+    fn trailing_text_is_refused() {
+        assert!(parse(r#"{"b": "x"} {"b": "y"}"#).is_err());
+    }
+
+    #[test]
+    fn json_media_types() {
+        for good in [
+            "application/json",
+            "APPLICATION/JSON",
+            "application/json; charset=utf-8",
+            "application/json;charset=\"UTF-8\"",
+            "application/json ;",
+        ] {
+            assert!(is_json_media_type(good), "{good}");
+        }
+        for bad in [
+            "",
+            "text/plain",
+            "application/jsonx",
+            "application/json; charset=utf-16",
+            "application/json; boundary=x",
+            "application/problem+json",
+            "multipart/form-data",
+        ] {
+            assert!(!is_json_media_type(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_body_needs_a_json_content_type_and_no_body_needs_none() {
+        let mut headers = HeaderMap::new();
+        assert!(check_content_type(&headers, b"").is_ok());
+        assert!(matches!(
+            check_content_type(&headers, b"{}"),
+            Err(ApiError::UnsupportedMediaType(_))
+        ));
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        assert!(check_content_type(&headers, b"").is_err());
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        assert!(check_content_type(&headers, b"{}").is_ok());
+    }
+
+    async fn context(caller: Option<Caller>, request_id: Option<&str>) -> RequestContext {
+        let mut builder = axum::http::Request::builder();
+        if let Some(id) = request_id {
+            builder = builder.header(crate::server::REQUEST_ID_HEADER, id);
+        }
+        let (mut parts, ()) = builder.body(()).expect("request").into_parts();
+        if let Some(caller) = caller {
+            parts.extensions.insert(caller);
+        }
+        RequestContext::from_request_parts(&mut parts, &())
+            .await
+            .unwrap_or_else(|_| panic!("a context"))
+    }
+
+    #[tokio::test]
+    async fn the_context_knows_the_principal() {
+        let named = Caller::Token {
+            role: Role::Admin,
+            name: Some(crate::tokens::TokenName::parse("ops.alice").expect("name")),
+        };
+        assert_eq!(context(Some(named), None).await.principal(), "ops.alice");
+        let unnamed = Caller::Token {
+            role: Role::Project(ProjectId::parse("acme").expect("id")),
+            name: None,
+        };
+        assert_eq!(
+            context(Some(unnamed), None).await.principal(),
+            "project:acme"
+        );
+        assert_eq!(
+            context(Some(Caller::Open), None).await.principal(),
+            "anonymous"
+        );
+        assert_eq!(context(None, None).await.principal(), "anonymous");
+    }
+
+    #[tokio::test]
+    async fn metadata_takes_the_body_first_then_the_caller_and_the_http_request_id() {
+        let ctx = context(
+            Some(Caller::Token {
+                role: Role::Auditor,
+                name: None,
+            }),
+            Some("req-1"),
+        )
+        .await;
+        let meta = ctx.metadata(None, None);
+        assert_eq!(meta.actor.as_deref(), Some("auditor"));
+        assert_eq!(meta.request_id.as_deref(), Some("req-1"));
+        assert_eq!(meta.correlation_id.as_deref(), Some("req-1"));
+        let meta = ctx.metadata(
+            Some(Actor::parse("alice").expect("actor")),
+            Some(ClientRequestId::parse("c-9").expect("id")),
+        );
+        assert_eq!(meta.actor.as_deref(), Some("alice"));
+        assert_eq!(meta.request_id.as_deref(), Some("c-9"));
+        assert_eq!(meta.correlation_id.as_deref(), Some("req-1"));
     }
 }

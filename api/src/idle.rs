@@ -1,49 +1,46 @@
-//! Connections that go quiet are closed. axum's `serve` gives hyper no timer, so hyper's own
-//! header-read timeout never fires: a client that sends part of a request and stalls would hold
-//! its connection (and its task) forever. Every accepted connection is wrapped so that a read
+//! Connections that go quiet are closed. Every accepted connection is wrapped so that a read
 //! that has waited `idle` since the last byte in or out fails with `TimedOut`, and hyper closes
 //! the connection. Idle keep-alive connections are closed the same way.
 //!
-//! A client trickling one byte at a time stays connected; so does a slow handler, which never
-//! takes long here (store waits are bounded at a few seconds).
+//! The clock does not run while a handler of the connection is working ([`InFlight`]): hyper
+//! keeps a read pending during a request to notice a client that hangs up, and a handler may
+//! rightly take longer than the idle timeout (a `min_position` wait). A request body that stalls
+//! is bounded separately (a per-read timeout on the body, see `transport`), and a request's head
+//! by hyper's header deadline.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
-pub struct IdleTimeoutListener {
-    inner: TcpListener,
-    idle: Duration,
-}
+/// How many requests of one connection have a handler running.
+#[derive(Clone, Debug, Default)]
+pub struct InFlight(Arc<AtomicUsize>);
 
-impl IdleTimeoutListener {
-    pub fn new(inner: TcpListener, idle: Duration) -> Self {
-        IdleTimeoutListener { inner, idle }
+impl InFlight {
+    /// Marks a handler as running until the guard is dropped (also when its future is).
+    pub fn enter(&self) -> InFlightGuard {
+        self.0.fetch_add(1, Ordering::AcqRel);
+        InFlightGuard(self.0.clone())
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.0.load(Ordering::Acquire) > 0
     }
 }
 
-impl axum::serve::Listener for IdleTimeoutListener {
-    type Io = IdleTimeoutStream;
-    type Addr = std::net::SocketAddr;
+pub struct InFlightGuard(Arc<AtomicUsize>);
 
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
-        let stream = IdleTimeoutStream {
-            inner: stream,
-            idle: self.idle,
-            deadline: Box::pin(tokio::time::sleep(self.idle)),
-        };
-        (stream, addr)
-    }
-
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.inner.local_addr()
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -51,9 +48,19 @@ pub struct IdleTimeoutStream {
     inner: TcpStream,
     idle: Duration,
     deadline: Pin<Box<Sleep>>,
+    in_flight: InFlight,
 }
 
 impl IdleTimeoutStream {
+    pub fn new(inner: TcpStream, idle: Duration, in_flight: InFlight) -> Self {
+        IdleTimeoutStream {
+            inner,
+            idle,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+            in_flight,
+        }
+    }
+
     fn touch(&mut self) {
         let next = Instant::now() + self.idle;
         self.deadline.as_mut().reset(next);
@@ -71,6 +78,12 @@ impl AsyncRead for IdleTimeoutStream {
             Poll::Ready(result) => {
                 this.touch();
                 Poll::Ready(result)
+            }
+            // A handler is working: the client is waiting for us, not idle. The clock starts
+            // again from the answer (a write touches it).
+            Poll::Pending if this.in_flight.is_busy() => {
+                this.touch();
+                Poll::Pending
             }
             Poll::Pending => match this.deadline.as_mut().poll(cx) {
                 Poll::Ready(()) => Poll::Ready(Err(io::Error::new(

@@ -5,8 +5,10 @@
 //! - [`routes`]: one module of handlers per resource of SPEC.md.
 //! - [`error`] and [`problem`]: `ApiError`, and the problem+json answer of each error.
 //! - [`extract`]: body, path and query extractors whose rejections are problems too.
+//! - [`transport`]: accepting and serving connections (head deadline, connection cap).
 //! - [`idle`]: connections that go quiet are closed (stalled clients).
-//! - [`auth`]: the tokens file, roles and the authorization middleware.
+//! - [`auth`]: roles, callers and the authorization middleware.
+//! - [`tokens`]: the tokens file (hashes, names, `SIGHUP` reloads).
 //! - [`metrics`]: Prometheus counters and `/metrics`.
 //! - [`openapi`]: the OpenAPI document, generated from the handlers.
 //! - [`cli`]: the `quota` command line.
@@ -23,3 +25,5 @@ pub mod openapi;
 pub mod problem;
 pub mod routes;
 pub mod server;
+pub mod tokens;
+pub mod transport;

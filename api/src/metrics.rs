@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -95,19 +96,41 @@ fn describe() {
     );
 }
 
-/// Middleware: counts every request by method, route template and status, and times it.
+/// The route label of requests that match no route.
+pub const UNMATCHED_ROUTE: &str = "unmatched";
+
+/// The method as a label: the standard methods by name, any other as `other`, so no client
+/// can add series by inventing methods.
+pub fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
+/// Middleware: counts every request by method, route template and status, and times it. Every
+/// label comes from a fixed set: methods from [`method_label`], routes are the router's
+/// templates (never the raw path: project names would explode the label set) or
+/// [`UNMATCHED_ROUTE`], statuses are three digits.
 pub async fn track_requests(request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = request.method().as_str().to_owned();
-    // The route template, never the raw path: project names would explode the label set.
+    let method = method_label(request.method());
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
+        .unwrap_or_else(|| UNMATCHED_ROUTE.to_owned());
     let response = next.run(request).await;
     let status = response.status().as_u16().to_string();
-    metrics::counter!("quota_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status)
+    metrics::counter!("quota_http_requests_total", "method" => method, "route" => route.clone(), "status" => status)
         .increment(1);
     metrics::histogram!("quota_http_request_duration_seconds", "method" => method, "route" => route)
         .record(started.elapsed().as_secs_f64());
@@ -151,4 +174,19 @@ pub async fn render(state: &AppState) -> String {
         }
     }
     state.metrics.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_outside_the_standard_ones_are_other() {
+        assert_eq!(method_label(&Method::GET), "GET");
+        assert_eq!(method_label(&Method::DELETE), "DELETE");
+        for odd in ["FROBNICATE", "get", &"M".repeat(100_000)] {
+            let method = Method::from_bytes(odd.as_bytes()).expect("a method token");
+            assert_eq!(method_label(&method), "other", "{odd}");
+        }
+    }
 }

@@ -41,6 +41,8 @@ pub enum ProblemCode {
     LimitBelowUsage,
     /// 413: the body is larger than the server accepts (64 KiB).
     PayloadTooLarge,
+    /// 415: a body sent without `Content-Type: application/json`.
+    UnsupportedMediaType,
     /// 500: an unexpected failure; details are only in the server log, under the request id.
     Internal,
     /// 503: the event store cannot be reached; retry later.
@@ -71,6 +73,7 @@ impl ProblemCode {
             ProblemCode::ReservationReleased => "reservation-released",
             ProblemCode::LimitBelowUsage => "limit-below-usage",
             ProblemCode::PayloadTooLarge => "payload-too-large",
+            ProblemCode::UnsupportedMediaType => "unsupported-media-type",
             ProblemCode::Internal => "internal",
             ProblemCode::StoreUnavailable => "store-unavailable",
             ProblemCode::Contention => "contention",
@@ -93,6 +96,7 @@ impl ProblemCode {
             | ProblemCode::ReservationReleased
             | ProblemCode::LimitBelowUsage => StatusCode::CONFLICT,
             ProblemCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ProblemCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ProblemCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             ProblemCode::StoreUnavailable
             | ProblemCode::Contention
@@ -117,6 +121,7 @@ impl ProblemCode {
             ProblemCode::ReservationReleased => "Reservation released",
             ProblemCode::LimitBelowUsage => "Limit below usage",
             ProblemCode::PayloadTooLarge => "Payload too large",
+            ProblemCode::UnsupportedMediaType => "Unsupported media type",
             ProblemCode::Internal => "Internal error",
             ProblemCode::StoreUnavailable => "Store unavailable",
             ProblemCode::Contention => "Contention",
@@ -130,7 +135,7 @@ impl ProblemCode {
         format!("{PROBLEM_TYPE_BASE}{}", self.as_str())
     }
 
-    pub const ALL: [ProblemCode; 19] = [
+    pub const ALL: [ProblemCode; 20] = [
         ProblemCode::InvalidRequest,
         ProblemCode::UnknownResource,
         ProblemCode::Unauthorized,
@@ -144,6 +149,7 @@ impl ProblemCode {
         ProblemCode::ReservationReleased,
         ProblemCode::LimitBelowUsage,
         ProblemCode::PayloadTooLarge,
+        ProblemCode::UnsupportedMediaType,
         ProblemCode::Internal,
         ProblemCode::StoreUnavailable,
         ProblemCode::Contention,

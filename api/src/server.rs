@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::HeaderName;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::HeaderValue;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -18,13 +18,15 @@ use ledger::{Ledger, LedgerConfig, SystemClock};
 use metrics_exporter_prometheus::PrometheusHandle;
 use projections::Projections;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tracing::Instrument;
+use uuid::Uuid;
 
-use crate::auth::{self, Tokens};
-use crate::error::ApiError;
+use crate::auth;
+use crate::error::{truncate, ApiError};
 use crate::extract::MAX_BODY_BYTES;
 use crate::routes::{admin, audit, defaults, limits, reservations, service, usage};
+use crate::tokens::TokenStore;
+use crate::transport::{ConnectionLimits, DEFAULT_MAX_CONNECTIONS};
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 pub const DEFAULT_STORE: &str = "sqlite://quota.db";
@@ -42,13 +44,12 @@ pub struct AppState {
     /// `None` when the views could not be started: writes still work, view reads answer 503.
     pub projections: Option<Arc<Projections>>,
     /// `None`: the server runs open (loopback only unless `--insecure-open`).
-    pub tokens: Option<Arc<Tokens>>,
+    pub tokens: Option<Arc<TokenStore>>,
     pub metrics: PrometheusHandle,
 }
 
 /// The whole HTTP API.
 pub fn router(state: AppState) -> Router {
-    let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     Router::new()
         .route(
             "/v1/defaults",
@@ -83,6 +84,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(service::healthz))
         .route("/metrics", get(service::metrics))
         .route("/openapi.json", get(service::openapi))
+        // Inner to the authorization: a caller without access learns nothing of the query.
+        .route_layer(middleware::from_fn(crate::extract::refuse_unread_query))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authorize,
@@ -93,9 +96,52 @@ pub fn router(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(middleware::from_fn(crate::metrics::track_requests))
         .layer(middleware::from_fn(log_requests))
-        .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(middleware::from_fn(assign_request_id))
         .with_state(state)
+}
+
+/// An `x-request-id` the server uses: the client's if it is 1-128 characters of
+/// `A-Z a-z 0-9 . _ : -` (nothing that could break a log line or a header), else a new UUID.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpRequestId(String);
+
+impl HttpRequestId {
+    pub const MAX_LEN: usize = 128;
+
+    pub fn parse(s: &str) -> Option<HttpRequestId> {
+        let well_formed = (1..=Self::MAX_LEN).contains(&s.len())
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+        well_formed.then(|| HttpRequestId(s.to_owned()))
+    }
+
+    pub fn generate() -> HttpRequestId {
+        HttpRequestId(Uuid::new_v4().to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Middleware: every request carries a well-formed `x-request-id` from here on (the client's,
+/// or one the server made in place of a missing or malformed one), and its answer echoes it.
+async fn assign_request_id(mut request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(HttpRequestId::parse)
+        .unwrap_or_else(HttpRequestId::generate);
+    let Ok(value) = HeaderValue::from_str(id.as_str()) else {
+        return ApiError::Internal("a request id is not a header value".into()).into_response();
+    };
+    request
+        .headers_mut()
+        .insert(REQUEST_ID_HEADER, value.clone());
+    let mut response = next.run(request).await;
+    response.headers_mut().insert(REQUEST_ID_HEADER, value);
+    response
 }
 
 fn panic_response(_panic: Box<dyn Any + Send + 'static>) -> Response {
@@ -104,19 +150,27 @@ fn panic_response(_panic: Box<dyn Any + Send + 'static>) -> Response {
 }
 
 /// Middleware: one span per request carrying its id, and one log line per answer. Headers are
-/// not logged, so tokens never reach the log.
+/// not logged, so tokens never reach the log. Nothing a client sends is logged raw: the id is
+/// well formed (see [`assign_request_id`]), the method and route come from fixed sets, and the
+/// path is quoted and shortened.
 async fn log_requests(request: Request, next: Next) -> Response {
     let request_id = request
         .headers()
         .get(REQUEST_ID_HEADER)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+        .and_then(HttpRequestId::parse)
+        .unwrap_or_else(HttpRequestId::generate);
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_owned())
+        .unwrap_or_else(|| crate::metrics::UNMATCHED_ROUTE.to_owned());
     let span = tracing::info_span!(
         "request",
-        id = %request_id,
-        method = %request.method(),
-        path = %request.uri().path(),
+        id = %request_id.as_str(),
+        method = crate::metrics::method_label(request.method()),
+        route = %route,
+        path = ?truncate(request.uri().path()),
     );
     let started = Instant::now();
     let response = next.run(request).instrument(span.clone()).await;
@@ -148,6 +202,9 @@ pub struct ServeArgs {
     /// (stalled or slow clients, idle keep-alive connections).
     #[arg(long, default_value_t = 30, env = "QUOTA_CLIENT_TIMEOUT", value_parser = clap::value_parser!(u64).range(1..))]
     pub client_timeout: u64,
+    /// Most connections open at once; further ones wait until one closes.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, env = "QUOTA_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
     /// Log lines as text for people or JSON for log collectors (level from RUST_LOG).
     #[arg(long, value_enum, default_value = "text", env = "QUOTA_LOG_FORMAT")]
     pub log_format: LogFormat,
@@ -200,9 +257,11 @@ pub async fn serve(args: ServeArgs) -> Result<(), String> {
     let tokens = args
         .tokens
         .as_deref()
-        .map(Tokens::load)
-        .transpose()?
+        .map(TokenStore::load)
+        .transpose()
+        .map_err(|e| e.to_string())?
         .map(Arc::new);
+    tokio::spawn(crate::tokens::reload_on_hangup(tokens.clone()));
     let listener = bind(&args, tokens.is_none()).await?;
     let address = listener
         .local_addr()
@@ -244,10 +303,11 @@ pub async fn serve(args: ServeArgs) -> Result<(), String> {
     // Test harnesses and scripts read the actual address (port 0 picks one) from this line.
     println!("quota listening on http://{address}");
 
-    let listener =
-        crate::idle::IdleTimeoutListener::new(listener, Duration::from_secs(args.client_timeout));
-    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal());
-    let result = server.await.map_err(|e| format!("server failed: {e}"));
+    let limits = ConnectionLimits {
+        client_timeout: Duration::from_secs(args.client_timeout),
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+    };
+    crate::transport::serve(listener, app, limits, shutdown_signal()).await;
     tracing::info!("stopped accepting; in-flight requests are done");
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
@@ -259,7 +319,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), String> {
     // the appender finish whatever the sweeper queued last.
     drop(ledger);
     tracing::info!("shut down");
-    result
+    Ok(())
 }
 
 async fn refresh_defaults(ledger: Arc<Ledger>, stop: impl std::future::Future<Output = ()>) {
@@ -304,4 +364,38 @@ async fn shutdown_signal() {
         tracing::warn!("in-flight requests did not finish in time; exiting");
         std::process::exit(1);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_follow_their_grammar() {
+        for good in [
+            "a",
+            "req-1",
+            "0190f3a0-7b7e-7cc0-8000-000000000001",
+            "a.b_c:d-E",
+            &"r".repeat(128),
+        ] {
+            assert_eq!(
+                HttpRequestId::parse(good).map(|id| id.0),
+                Some(good.to_owned())
+            );
+        }
+        for bad in [
+            "",
+            "a b",
+            "x\" status=204",
+            "é",
+            "a/b",
+            "a\tb",
+            "a\nb",
+            &"r".repeat(129),
+        ] {
+            assert_eq!(HttpRequestId::parse(bad), None, "{bad:?}");
+        }
+        assert!(HttpRequestId::parse(HttpRequestId::generate().as_str()).is_some());
+    }
 }

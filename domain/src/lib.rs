@@ -13,6 +13,7 @@ mod ids;
 mod quantity;
 mod snapshot;
 mod state;
+mod text;
 
 #[cfg(test)]
 mod tests;
@@ -28,12 +29,17 @@ pub use ids::{ProjectId, ReservationId, ResourceName, DEFAULTS_STREAM, PROJECT_S
 pub use quantity::{check_limits, checked_add, Deltas, Limit, Limits, MAX_RESOURCES_PER_REQUEST};
 pub use snapshot::{EncodedSnapshot, SnapshotError, SNAPSHOT_FORMAT};
 pub use state::{Defaults, ProjectState, Reservation, ReservationStatus, StreamVersion, Usage};
+pub use text::{is_control, Actor, ClientRequestId, Reason, MAX_TEXT_CHARS};
 
 /// Input that breaks a rule of SPEC.md before any state is consulted: a 400 at the edge.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidInput {
     #[error("invalid {kind}: {reason}")]
     Name { kind: &'static str, reason: String },
+    /// Free text (actor, request id, reason) that is empty, too long or holds a control
+    /// character.
+    #[error("invalid {field}: {reason}")]
+    Text { field: &'static str, reason: String },
     #[error("invalid reservation id {0:?}: not a UUID")]
     ReservationId(String),
     #[error("invalid limit {0}: must be -1 (unlimited) or more")]

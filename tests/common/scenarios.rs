@@ -776,9 +776,9 @@ pub async fn service_rows(api: &Api) {
 
 /// Auth: who may do what, with the tokens of `super::TOKENS`.
 pub async fn auth_scoping(base: &str) {
-    let admin = Api::new(base, Some("admin-secret"));
-    let auditor = Api::new(base, Some("auditor-secret"));
-    let acme = Api::new(base, Some("acme-secret"));
+    let admin = Api::new(base, Some("admin-secret-0123456789"));
+    let auditor = Api::new(base, Some("auditor-secret-0123456789"));
+    let acme = Api::new(base, Some("acme-secret-0123456789"));
     let anonymous = Api::new(base, None);
     let wrong = Api::new(base, Some("not-a-token"));
 
@@ -913,7 +913,7 @@ pub async fn auth_scoping(base: &str) {
 
 /// The tokens file used by [`auth_scoping`].
 pub const TOKENS: &str = "# test tokens\n\
-    admin-secret admin\n\
-    auditor-secret auditor\n\
-    acme-secret project:acme   # the acme tenant\n\
-    other-secret project:other\n";
+    admin-secret-0123456789 admin\n\
+    auditor-secret-0123456789 auditor\n\
+    acme-secret-0123456789 project:acme   # the acme tenant\n\
+    other-secret-0123456789 project:other\n";

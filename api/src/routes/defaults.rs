@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::Json;
-use domain::{Defaults, Limits};
+use domain::{Actor, ClientRequestId, Defaults, Limits};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -20,8 +20,10 @@ pub struct DefaultsRequest {
     #[schema(value_type = BTreeMap<String, i64>, example = json!({"instances": 10, "cores": 20}))]
     pub limits: Limits,
     /// Who made the change, for the audit (defaults to the token's role).
-    pub actor: Option<String>,
-    pub request_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub actor: Option<Actor>,
+    #[schema(value_type = Option<String>)]
+    pub request_id: Option<ClientRequestId>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

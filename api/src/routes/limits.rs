@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use domain::Limits;
+use domain::{Actor, ClientRequestId, Limits};
 use ledger::LimitsView;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -24,16 +24,20 @@ pub struct LimitsRequest {
     /// Lower a limit below the current in_use + reserved anyway.
     #[serde(default)]
     pub force: bool,
-    pub actor: Option<String>,
-    pub request_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub actor: Option<Actor>,
+    #[schema(value_type = Option<String>)]
+    pub request_id: Option<ClientRequestId>,
 }
 
 /// Optional body of `DELETE`: who did it, for the audit.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditedRequest {
-    pub actor: Option<String>,
-    pub request_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub actor: Option<Actor>,
+    #[schema(value_type = Option<String>)]
+    pub request_id: Option<ClientRequestId>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

@@ -6,8 +6,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use domain::{
-    Deltas, InvalidInput, ReservationId, ReservationStatus, DEFAULT_EXPIRES_IN_S, MAX_EXPIRES_IN_S,
-    MIN_EXPIRES_IN_S,
+    Actor, ClientRequestId, Deltas, InvalidInput, ReservationId, ReservationStatus,
+    DEFAULT_EXPIRES_IN_S, MAX_EXPIRES_IN_S, MIN_EXPIRES_IN_S,
 };
 use ledger::ReservationView;
 use serde::{Deserialize, Serialize};
@@ -32,17 +32,21 @@ pub struct ReserveRequest {
     /// A client-chosen id makes the reserve idempotent.
     pub reservation_id: Option<Uuid>,
     /// Who asked, for the audit (defaults to the token's role).
-    pub actor: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub actor: Option<Actor>,
     /// The client's request id, for the audit (defaults to the HTTP x-request-id).
-    pub request_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub request_id: Option<ClientRequestId>,
 }
 
 /// Optional body of commit and release.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransitionRequest {
-    pub actor: Option<String>,
-    pub request_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub actor: Option<Actor>,
+    #[schema(value_type = Option<String>)]
+    pub request_id: Option<ClientRequestId>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
