@@ -135,12 +135,14 @@ pub struct RequestContext {
 
 impl RequestContext {
     /// Event metadata: the body's actor (else the caller's role) and request id (else the HTTP
-    /// request id); the HTTP request id is always the correlation id.
+    /// request id); the HTTP request id is always the correlation id. The principal is the
+    /// authenticated caller's, whatever the body says.
     pub fn metadata(&self, actor: Option<String>, request_id: Option<String>) -> Metadata {
         Metadata {
             actor: actor.or_else(|| self.caller.label()),
             request_id: request_id.or_else(|| self.request_id.clone()),
             correlation_id: self.request_id.clone(),
+            principal: Some(self.caller.label().unwrap_or_else(|| "anonymous".into())),
         }
     }
 }
