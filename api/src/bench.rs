@@ -216,6 +216,7 @@ impl Driver for InProcess {
 fn bench_meta() -> Metadata {
     Metadata {
         actor: Some("bench".into()),
+        principal: Some("system:bench".into()),
         ..Metadata::default()
     }
 }

@@ -293,7 +293,8 @@ pub struct RequestContext {
 
 impl RequestContext {
     /// Event metadata: the body's actor (else the caller's role) and request id (else the HTTP
-    /// request id); the HTTP request id is always the correlation id.
+    /// request id); the HTTP request id is always the correlation id. The principal is the
+    /// authenticated caller's, whatever the body says.
     pub fn metadata(&self, actor: Option<Actor>, request_id: Option<ClientRequestId>) -> Metadata {
         Metadata {
             actor: actor.map(String::from).or_else(|| self.caller.label()),
@@ -301,6 +302,7 @@ impl RequestContext {
                 .map(String::from)
                 .or_else(|| self.request_id.clone()),
             correlation_id: self.request_id.clone(),
+            principal: Some(self.caller.principal()),
         }
     }
 
@@ -496,6 +498,7 @@ mod tests {
         assert_eq!(meta.actor.as_deref(), Some("auditor"));
         assert_eq!(meta.request_id.as_deref(), Some("req-1"));
         assert_eq!(meta.correlation_id.as_deref(), Some("req-1"));
+        assert_eq!(meta.principal.as_deref(), Some("auditor"));
         let meta = ctx.metadata(
             Some(Actor::parse("alice").expect("actor")),
             Some(ClientRequestId::parse("c-9").expect("id")),
@@ -503,5 +506,6 @@ mod tests {
         assert_eq!(meta.actor.as_deref(), Some("alice"));
         assert_eq!(meta.request_id.as_deref(), Some("c-9"));
         assert_eq!(meta.correlation_id.as_deref(), Some("req-1"));
+        assert_eq!(meta.principal.as_deref(), Some("auditor"), "the body never sets it");
     }
 }

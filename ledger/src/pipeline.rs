@@ -606,13 +606,15 @@ impl Ledger {
         })
     }
 
-    /// Records the release of the project's holds past their expiry; returns how many.
+    /// Records the release of the project's holds past their expiry, as the sweeper (principal
+    /// [`SWEEPER_PRINCIPAL`](crate::sweeper::SWEEPER_PRINCIPAL)); returns how many.
     pub async fn expire(&self, project: &ProjectId) -> Result<usize, LedgerError> {
         let done = self
             .execute(
                 project,
                 &Metadata {
                     actor: Some("sweeper".into()),
+                    principal: Some(crate::sweeper::SWEEPER_PRINCIPAL.into()),
                     ..Metadata::default()
                 },
                 |s, d, now| decide(&Command::Expire, s, d, now),
@@ -937,6 +939,7 @@ fn event_data(event: &Event, meta: &Metadata, now: Timestamp) -> EventData {
             actor: bounded(&meta.actor),
             request_id: bounded(&meta.request_id),
             correlation_id: bounded(&meta.correlation_id),
+            principal: bounded(&meta.principal),
         },
         recorded_at: now,
     }

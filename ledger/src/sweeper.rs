@@ -14,6 +14,9 @@ use domain::{Event, ProjectId, ReservationId, Timestamp};
 use crate::pipeline::{Ledger, LedgerError};
 use crate::store::{Position, MAX_READ_COUNT};
 
+/// The principal of the expiries the sweeper records: the server acting on its own.
+pub const SWEEPER_PRINCIPAL: &str = "system:sweeper";
+
 pub struct Sweeper {
     ledger: Arc<Ledger>,
     position: Position,

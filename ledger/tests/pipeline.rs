@@ -74,6 +74,7 @@ async fn a_boot_reserves_commits_and_frees_with_positions() {
         actor: Some("alice".into()),
         request_id: Some("r1".into()),
         correlation_id: None,
+        principal: None,
     };
     let held = ledger
         .reserve(&p("acme"), None, one("instances", 1), 60, &meta)

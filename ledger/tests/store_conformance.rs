@@ -22,6 +22,7 @@ fn event(n: u64) -> EventData {
             actor: Some("tester".into()),
             request_id: Some(format!("req-{n}")),
             correlation_id: None,
+            principal: Some("tester-token".into()),
         },
         recorded_at: chrono::DateTime::from_timestamp_millis(Utc::now().timestamp_millis())
             .unwrap(),
@@ -103,6 +104,10 @@ async fn expected_versions_are_enforced(store: Arc<dyn EventStore>) {
     );
     assert_eq!(stored[0].event.data, json!({"n": 0}));
     assert_eq!(stored[0].event.metadata.actor.as_deref(), Some("tester"));
+    assert_eq!(
+        stored[0].event.metadata.principal.as_deref(),
+        Some("tester-token")
+    );
     assert_eq!(
         stored[0].event.metadata.request_id.as_deref(),
         Some("req-0")

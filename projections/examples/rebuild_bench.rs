@@ -36,6 +36,7 @@ fn data(event: &Event, at: chrono::DateTime<Utc>, actor: &str) -> EventData {
             actor: Some(actor.to_owned()),
             request_id: None,
             correlation_id: None,
+            principal: Some(actor.to_owned()),
         },
         recorded_at: at,
     }

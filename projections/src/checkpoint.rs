@@ -16,7 +16,8 @@ pub(crate) const AUDIT: &str = "audit";
 /// Bump when a view's rows would come out differently from the same events: at start, a view
 /// built by another code version is rebuilt beside the live one.
 pub(crate) const USAGE_CODE_VERSION: i64 = 1;
-pub(crate) const AUDIT_CODE_VERSION: i64 = 1;
+/// Audit 2: entries carry the principal, and limits entries what they changed.
+pub(crate) const AUDIT_CODE_VERSION: i64 = 2;
 
 /// Most events per batch: one read, one transaction. A view transaction rewrites every B-tree
 /// leaf it touches, and under load with many projects it touches nearly all the per-project

@@ -20,10 +20,11 @@ pub(crate) struct FeedEvent {
     pub recorded_at: Timestamp,
     pub actor: Option<String>,
     pub request_id: Option<String>,
+    pub principal: Option<String>,
     pub event: Event,
 }
 
-const COLUMNS: &str = "position, stream, version, event_type, schema_version, data, actor, request_id, recorded_at_ms";
+const COLUMNS: &str = "position, stream, version, event_type, schema_version, data, actor, request_id, recorded_at_ms, principal";
 
 /// Events in (`after`, `until`], at most `max`, in position order. Undecodable events are
 /// skipped (and logged) identically on every path, so views, rebuilds and verify agree; the
@@ -65,6 +66,7 @@ pub(crate) async fn read(
                     recorded_at: chrono::DateTime::from_timestamp_millis(recorded_at_ms).unwrap_or_default(),
                     actor: row.try_get(6)?,
                     request_id: row.try_get(7)?,
+                    principal: row.try_get(9)?,
                     event,
                 });
             }
@@ -82,7 +84,8 @@ pub(crate) async fn read(
                 "SELECT group_concat(line, char(30)) FROM (\
                  SELECT position || char(31) || stream || char(31) || version || char(31) || event_type \
                  || char(31) || schema_version || char(31) || recorded_at_ms || char(31) \
-                 || coalesce(actor, '') || char(31) || coalesce(request_id, '') || char(31) || data AS line \
+                 || coalesce(actor, '') || char(31) || coalesce(request_id, '') || char(31) \
+                 || coalesce(principal, '') || char(31) || data AS line \
                  FROM events WHERE position > $1 AND position <= $2 ORDER BY position LIMIT $3)",
             )
             .bind(to_i64(after))
@@ -96,7 +99,7 @@ pub(crate) async fn read(
                 .split('\u{1e}')
                 .filter(|l| !l.is_empty())
             {
-                let mut fields = line.splitn(9, '\u{1f}');
+                let mut fields = line.splitn(10, '\u{1f}');
                 let mut field = || fields.next().unwrap_or("");
                 let (
                     position,
@@ -107,8 +110,10 @@ pub(crate) async fn read(
                     at_ms,
                     actor,
                     request_id,
+                    principal,
                     data,
                 ) = (
+                    field(),
                     field(),
                     field(),
                     field(),
@@ -148,6 +153,7 @@ pub(crate) async fn read(
                         .unwrap_or_default(),
                     actor: text(actor),
                     request_id: text(request_id),
+                    principal: text(principal),
                     event,
                 });
             }

@@ -68,8 +68,21 @@ pub(crate) struct AuditRow {
     pub deltas: Option<String>,
     pub actor: Option<String>,
     pub request_id: Option<String>,
+    pub principal: Option<String>,
     pub reason: Option<String>,
     pub usage_after: String,
+    pub change: LimitsChange,
+}
+
+/// What a limits event changed: the effective limits (the project's override, else the
+/// default; for the defaults, the defaults) of the resources it names, just before and just
+/// after it, as `{resource: limit}` JSON; a resource without any limit is left out. `forced`
+/// only for `LimitsSet`. All `None` for other events.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LimitsChange {
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub forced: Option<bool>,
 }
 
 /// Whose event it is.
@@ -119,6 +132,8 @@ impl ViewState {
         match owner(&recorded.stream) {
             Owner::Other => None,
             Owner::Defaults => {
+                let named = limits_named(None, event);
+                let before = limits_before(&self.defaults, None, named.as_deref(), audit);
                 if let Event::DefaultLimitsSet { limits } = event {
                     for (resource, limit) in limits {
                         self.defaults.insert(resource.clone(), limit.value());
@@ -128,12 +143,14 @@ impl ViewState {
                     }
                 }
                 audit.then(|| {
+                    let change = limits_change(event, before, &self.defaults, None, named);
                     audit_row(
                         recorded,
                         event,
                         DEFAULTS_STREAM.to_owned(),
                         None,
                         String::from("{}"),
+                        change,
                     )
                 })
             }
@@ -147,8 +164,12 @@ impl ViewState {
                 }
                 let view = self.projects.get_mut(project)?;
                 let before = audit.then(|| touched_before(view, event));
+                let named = limits_named(Some(view), event);
+                let limits_before =
+                    limits_before(&self.defaults, Some(view), named.as_deref(), audit);
                 apply_to_project(view, project, event, self.changes.as_mut());
                 let (kept_deltas, touched) = before?;
+                let change = limits_change(event, limits_before, &self.defaults, Some(view), named);
                 let usage_after = match event {
                     Event::ReservationDenied { judged, .. } => {
                         usage_json(judged.iter().map(|(r, j)| (r, judged_usage(j))))
@@ -169,10 +190,84 @@ impl ViewState {
                     project.to_owned(),
                     kept_deltas,
                     usage_after,
+                    change,
                 ))
             }
         }
     }
+}
+
+/// The resources whose limits a limits event changes: those it sets, or for a reset the
+/// project's overrides (before it applies). `None` for other events.
+fn limits_named(view: Option<&ProjectView>, event: &Event) -> Option<Vec<ResourceName>> {
+    match event {
+        Event::LimitsSet { limits, .. } | Event::DefaultLimitsSet { limits } => {
+            Some(limits.keys().cloned().collect())
+        }
+        Event::LimitsReset => {
+            Some(view.map_or_else(Vec::new, |v| v.overrides.keys().cloned().collect()))
+        }
+        _ => None,
+    }
+}
+
+/// The effective limits of `named` before a limits event applies, when its audit row is made.
+fn limits_before(
+    defaults: &BTreeMap<ResourceName, i64>,
+    project: Option<&ProjectView>,
+    named: Option<&[ResourceName]>,
+    audit: bool,
+) -> Option<String> {
+    named
+        .filter(|_| audit)
+        .map(|named| effective_limits(defaults, project, named))
+}
+
+/// `{resource: limit}` JSON of the effective limits of `named`: the project's override, else
+/// the default (only the defaults when there is no project).
+fn effective_limits(
+    defaults: &BTreeMap<ResourceName, i64>,
+    project: Option<&ProjectView>,
+    named: &[ResourceName],
+) -> String {
+    let limits: BTreeMap<&str, i64> = named
+        .iter()
+        .filter_map(|resource| {
+            project
+                .and_then(|view| view.overrides.get(resource))
+                .or_else(|| defaults.get(resource))
+                .map(|limit| (resource.as_str(), *limit))
+        })
+        .collect();
+    serde_json::to_string(&limits).unwrap_or_else(|_| String::from("{}"))
+}
+
+/// The change a limits event made, from the limits before it and the state after it.
+fn limits_change(
+    event: &Event,
+    before: Option<String>,
+    defaults: &BTreeMap<ResourceName, i64>,
+    project: Option<&ProjectView>,
+    named: Option<Vec<ResourceName>>,
+) -> LimitsChange {
+    let (Some(before), Some(named)) = (before, named) else {
+        return LimitsChange::default();
+    };
+    LimitsChange {
+        before: Some(before),
+        after: Some(effective_limits(defaults, project, &named)),
+        forced: match event {
+            Event::LimitsSet { forced, .. } => Some(*forced),
+            _ => None,
+        },
+    }
+}
+
+pub(crate) fn parse_limits(text: &str) -> Option<BTreeMap<ResourceName, i64>> {
+    let map: BTreeMap<String, i64> = serde_json::from_str(text).ok()?;
+    map.into_iter()
+        .map(|(r, limit)| Some((ResourceName::parse(&r).ok()?, limit)))
+        .collect()
 }
 
 fn judged_usage(judged: &Judged) -> UsageAfter {
@@ -294,6 +389,7 @@ fn audit_row(
     project: String,
     kept_deltas: Option<Deltas>,
     usage_after: String,
+    change: LimitsChange,
 ) -> AuditRow {
     let deltas = match event {
         Event::ReservationRequested { deltas, .. } | Event::ReservationDenied { deltas, .. } => {
@@ -316,8 +412,10 @@ fn audit_row(
         deltas: deltas.map(|d| deltas_json(&d)),
         actor: recorded.actor.clone(),
         request_id: recorded.request_id.clone(),
+        principal: recorded.principal.clone(),
         reason,
         usage_after,
+        change,
     }
 }
 
@@ -368,4 +466,88 @@ pub(crate) fn batch_keys(
         }
     }
     (projects, reservations)
+}
+
+#[cfg(test)]
+mod tests {
+    use domain::{Event, Limit, ResourceName, DEFAULTS_STREAM};
+
+    use super::{AuditRow, LimitsChange, ViewState};
+    use crate::feed::FeedEvent;
+
+    fn limits(pairs: &[(&str, i64)]) -> domain::Limits {
+        pairs
+            .iter()
+            .map(|(r, l)| (ResourceName::parse(r).unwrap(), Limit::new(*l).unwrap()))
+            .collect()
+    }
+
+    fn apply(state: &mut ViewState, stream: &str, event: Event) -> AuditRow {
+        let feed = FeedEvent {
+            position: 1,
+            stream: stream.to_owned(),
+            version: 0,
+            recorded_at: chrono::DateTime::from_timestamp_millis(0).unwrap(),
+            actor: None,
+            request_id: None,
+            principal: Some("admin".into()),
+            event,
+        };
+        state.apply(&feed, true).expect("an audit row")
+    }
+
+    fn change(before: &str, after: &str, forced: Option<bool>) -> LimitsChange {
+        LimitsChange {
+            before: Some(before.into()),
+            after: Some(after.into()),
+            forced,
+        }
+    }
+
+    /// Defaults entries say what the defaults named were before and after; project entries
+    /// the effective limits (override, else default); a reset, the overrides it removed.
+    #[test]
+    fn limits_entries_carry_before_and_after() {
+        let mut state = ViewState::default();
+        let set_defaults = |l| Event::DefaultLimitsSet { limits: l };
+        let row = apply(
+            &mut state,
+            DEFAULTS_STREAM,
+            set_defaults(limits(&[("cpu", 4)])),
+        );
+        assert_eq!(row.change, change("{}", r#"{"cpu":4}"#, None));
+        assert_eq!(row.principal.as_deref(), Some("admin"));
+        let row = apply(
+            &mut state,
+            DEFAULTS_STREAM,
+            set_defaults(limits(&[("cpu", 8), ("ram", -1)])),
+        );
+        assert_eq!(
+            row.change,
+            change(r#"{"cpu":4}"#, r#"{"cpu":8,"ram":-1}"#, None)
+        );
+
+        let project = "project-acme";
+        let set = Event::LimitsSet {
+            limits: limits(&[("cpu", 2), ("gpu", 1)]),
+            forced: true,
+        };
+        let row = apply(&mut state, project, set);
+        assert_eq!(
+            row.change,
+            change(r#"{"cpu":8}"#, r#"{"cpu":2,"gpu":1}"#, Some(true))
+        );
+        let row = apply(&mut state, project, Event::LimitsReset);
+        assert_eq!(
+            row.change,
+            change(r#"{"cpu":2,"gpu":1}"#, r#"{"cpu":8}"#, None)
+        );
+        let commit = Event::ReservationCommitted {
+            reservation_id: domain::ReservationId(uuid::Uuid::nil()),
+        };
+        assert_eq!(
+            apply(&mut state, project, commit).change,
+            LimitsChange::default()
+        );
+    }
 }

@@ -103,6 +103,8 @@ pub struct AuditQuery {
     pub event_type: Option<String>,
     pub reservation: Option<ReservationId>,
     pub actor: Option<String>,
+    /// Only events appended by this principal.
+    pub principal: Option<String>,
     /// Page size, 1 to MAX_AUDIT_PAGE (DEFAULT_AUDIT_PAGE when None).
     pub limit: Option<usize>,
     /// Opaque cursor from a previous page's `next`.
@@ -126,10 +128,19 @@ pub struct AuditEntry {
     pub deltas: Option<Deltas>,
     pub actor: Option<String>,
     pub request_id: Option<String>,
+    /// Who was authenticated when the event was appended; `None` for events stored before
+    /// principals were recorded.
+    pub principal: Option<String>,
     /// For releases: rolled_back, expired or freed; for corrections: the operator's reason.
     pub reason: Option<String>,
     /// The usage the event left behind (for denials: the usage it was judged on).
     pub usage_after: BTreeMap<ResourceName, UsageAfter>,
+    /// Limits events: the effective limits of the resources the event names, just before and
+    /// just after it (a resource without any limit is absent). `None` for other events.
+    pub before: Option<BTreeMap<ResourceName, i64>>,
+    pub after: Option<BTreeMap<ResourceName, i64>>,
+    /// `LimitsSet`: whether `force` allowed a limit below usage. `None` for other events.
+    pub force: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

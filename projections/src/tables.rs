@@ -6,7 +6,7 @@ use domain::{ReservationId, ResourceName, DEFAULTS_STREAM};
 use sqlx::{Postgres, QueryBuilder, Sqlite, Transaction};
 
 use crate::db::{Db, ROWS_PER_STATEMENT};
-use crate::fold::{parse_deltas, AuditRow, Changes, Kept, ViewState};
+use crate::fold::{parse_deltas, Changes, Kept, ViewState};
 use crate::ProjectionError;
 
 /// A transaction on the views' database: a writer's (exclusive among view writers) or a
@@ -35,6 +35,7 @@ macro_rules! on_tx {
         }
     };
 }
+pub(crate) use on_tx;
 
 /// Where a view stands: the generation readers use and the position it has applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,7 +104,7 @@ impl Tx {
     /// process's CPU under `quota bench --workload fleet` (perf). `OR FAIL` keeps the rows
     /// written before a failing one; every caller drops the whole transaction on any error,
     /// so nothing of a failed statement is ever committed.
-    fn multi_row_insert(&self) -> &'static str {
+    pub(crate) fn multi_row_insert(&self) -> &'static str {
         match self {
             Tx::Sqlite(_) => "INSERT OR FAIL INTO",
             Tx::Postgres(_) => "INSERT INTO",
@@ -420,18 +421,6 @@ impl Tx {
             .await?))
     }
 
-    pub(crate) async fn audit_positions(
-        &mut self,
-        generation: i64,
-    ) -> Result<Vec<i64>, ProjectionError> {
-        Ok(on_tx!(self, |c, DB| sqlx::query_scalar(
-            "SELECT position FROM audit_entries WHERE generation = $1 ORDER BY position"
-        )
-        .bind(generation)
-        .fetch_all(&mut *c)
-        .await?))
-    }
-
     /// Writes back what a batch changed.
     pub(crate) async fn write_changes(
         &mut self,
@@ -596,38 +585,6 @@ impl Tx {
         Ok(())
     }
 
-    pub(crate) async fn insert_audit(
-        &mut self,
-        generation: i64,
-        rows: &[AuditRow],
-    ) -> Result<(), ProjectionError> {
-        let insert = self.multi_row_insert();
-        for chunk in rows.chunks(ROWS_PER_STATEMENT / 2) {
-            on_tx!(self, |c, DB| {
-                let mut q = QueryBuilder::<DB>::new(format!(
-                    "{insert} audit_entries (generation, position, project, version, at_ms, event_type, \
-                     reservation_id, deltas, actor, request_id, reason, usage_after) ",
-                ));
-                q.push_values(chunk, |mut b, row| {
-                    b.push_bind(generation)
-                        .push_bind(row.position)
-                        .push_bind(row.project.as_str())
-                        .push_bind(row.version)
-                        .push_bind(row.at_ms)
-                        .push_bind(row.event_type)
-                        .push_bind(row.reservation_id.as_deref())
-                        .push_bind(row.deltas.as_deref())
-                        .push_bind(row.actor.as_deref())
-                        .push_bind(row.request_id.as_deref())
-                        .push_bind(row.reason.as_deref())
-                        .push_bind(row.usage_after.as_str());
-                });
-                q.build().execute(&mut *c).await?;
-            });
-        }
-        Ok(())
-    }
-
     /// Deletes up to `max` rows of `generation` from one view table; returns how many.
     pub(crate) async fn delete_generation_rows(
         &mut self,
@@ -713,47 +670,6 @@ impl Tx {
         }
         Ok(rows)
     }
-
-    pub(crate) async fn audit_page(
-        &mut self,
-        generation: i64,
-        project: &str,
-        filter: &crate::audit::Filter,
-    ) -> Result<Vec<AuditRecord>, ProjectionError> {
-        // On SQLite, which keeps no statistics, a reservation's few entries are found through
-        // its own index (sqlite-views/0002), not by walking the project's.
-        let index = match (&*self, &filter.reservation) {
-            (Tx::Sqlite(_), Some(_)) => " INDEXED BY audit_by_reservation",
-            _ => "",
-        };
-        Ok(on_tx!(self, |c, DB| {
-            let mut q = QueryBuilder::<DB>::new(format!(
-                "SELECT position, version, at_ms, event_type, reservation_id, deltas, actor, request_id, reason, usage_after \
-                 FROM audit_entries{index} WHERE generation = ",
-            ));
-            q.push_bind(generation)
-                .push(" AND project = ")
-                .push_bind(project);
-            q.push(" AND position > ").push_bind(filter.after);
-            if let Some(since) = filter.since_ms {
-                q.push(" AND at_ms >= ").push_bind(since);
-            }
-            if let Some(until) = filter.until_ms {
-                q.push(" AND at_ms <= ").push_bind(until);
-            }
-            if let Some(t) = &filter.event_type {
-                q.push(" AND event_type = ").push_bind(t.as_str());
-            }
-            if let Some(r) = &filter.reservation {
-                q.push(" AND reservation_id = ").push_bind(r.as_str());
-            }
-            if let Some(a) = &filter.actor {
-                q.push(" AND actor = ").push_bind(a.as_str());
-            }
-            q.push(" ORDER BY position LIMIT ").push_bind(filter.limit);
-            q.build_query_as::<AuditRecord>().fetch_all(&mut *c).await?
-        }))
-    }
 }
 
 /// Deletes the named (project, reservation id) pairs of a generation. The SQLite this builds
@@ -800,21 +716,6 @@ pub(crate) struct ProjectRows {
     pub overrides: BTreeMap<ResourceName, i64>,
     pub defaults: BTreeMap<ResourceName, i64>,
     pub holds: Vec<domain::Deltas>,
-}
-
-/// An audit row as read back.
-#[derive(Debug, sqlx::FromRow)]
-pub(crate) struct AuditRecord {
-    pub position: i64,
-    pub version: i64,
-    pub at_ms: i64,
-    pub event_type: String,
-    pub reservation_id: Option<String>,
-    pub deltas: Option<String>,
-    pub actor: Option<String>,
-    pub request_id: Option<String>,
-    pub reason: Option<String>,
-    pub usage_after: String,
 }
 
 fn stored_reservation(

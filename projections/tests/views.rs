@@ -39,6 +39,7 @@ fn meta(actor: &str) -> Metadata {
         actor: Some(actor.into()),
         request_id: Some(format!("req-{}", uuid::Uuid::new_v4().simple())),
         correlation_id: None,
+        principal: Some(actor.into()),
     }
 }
 

@@ -33,6 +33,9 @@ pub struct AuditParams {
     pub reservation: Option<String>,
     /// The actor recorded with the event.
     pub actor: Option<String>,
+    /// The principal recorded with the event (who was authenticated: a token's name or role,
+    /// `anonymous`, `system:sweeper`); 1 to 256 characters, no control characters.
+    pub principal: Option<String>,
     /// Page size, 1 to 1000 (default 100).
     pub limit: Option<u64>,
     /// The `next` of the previous page.
@@ -59,12 +62,27 @@ pub struct AuditEntryBody {
     pub event_type: String,
     pub reservation_id: Option<Uuid>,
     pub deltas: Option<BTreeMap<String, i64>>,
+    /// Who the client said it acts for (declared, not verified).
     pub actor: Option<String>,
     pub request_id: Option<String>,
+    /// Who was authenticated when the event was appended: a token's name or role,
+    /// `anonymous` on a server without tokens, `system:sweeper` for expiries; null for events
+    /// stored before principals were recorded.
+    pub principal: Option<String>,
     /// Releases: rolled_back, expired or freed; corrections: the operator's reason.
     pub reason: Option<String>,
     /// Usage the event left behind (for denials: the usage it was judged on).
     pub usage_after: BTreeMap<String, UsageAfterBody>,
+    /// Limits events only: the effective limits (-1 unlimited) of the resources the event
+    /// names, just before it; a resource that had no limit is absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<BTreeMap<String, i64>>,
+    /// Limits events only: the effective limits of the same resources just after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<BTreeMap<String, i64>>,
+    /// `LimitsSet` only: whether `force` allowed a limit below usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -87,6 +105,7 @@ impl From<AuditEntry> for AuditEntryBody {
                 .map(|d| d.iter().map(|(r, n)| (r.to_string(), n)).collect()),
             actor: entry.actor,
             request_id: entry.request_id,
+            principal: entry.principal,
             reason: entry.reason,
             usage_after: entry
                 .usage_after
@@ -101,8 +120,35 @@ impl From<AuditEntry> for AuditEntryBody {
                     )
                 })
                 .collect(),
+            before: entry.before.map(limits_body),
+            after: entry.after.map(limits_body),
+            force: entry.force,
         }
     }
+}
+
+fn limits_body(limits: BTreeMap<domain::ResourceName, i64>) -> BTreeMap<String, i64> {
+    limits
+        .into_iter()
+        .map(|(r, l)| (r.to_string(), l))
+        .collect()
+}
+
+/// Longest principal a filter may name (principals are stored at most this long).
+const MAX_PRINCIPAL_CHARS: usize = 256;
+
+/// A `?principal=` filter: 1 to 256 characters, none a control character (no stored principal
+/// can be otherwise, and a control character in a query is a client's mistake).
+fn principal_filter(raw: String) -> Result<String, ApiError> {
+    let length = raw.chars().count();
+    if !(1..=MAX_PRINCIPAL_CHARS).contains(&length) || raw.chars().any(char::is_control) {
+        return Err(ApiError::InvalidRequest(format!(
+            "principal={:?} must be 1 to {MAX_PRINCIPAL_CHARS} characters, none a control \
+             character",
+            truncate(&raw)
+        )));
+    }
+    Ok(raw)
 }
 
 fn audit_query(params: AuditParams) -> Result<AuditQuery, ApiError> {
@@ -150,17 +196,19 @@ fn audit_query(params: AuditParams) -> Result<AuditQuery, ApiError> {
         event_type: params.event_type,
         reservation,
         actor: params.actor,
+        principal: params.principal.map(principal_filter).transpose()?,
         limit,
         cursor: params.cursor,
     })
 }
 
-/// A project's audit trail: every event with who, why and the usage it left.
+/// A project's audit trail: every event with who (the authenticated principal and the declared
+/// actor), why, the usage it left, and for limits events the limits before and after.
 #[utoipa::path(get, path = "/v1/projects/{p}/audit", tag = "usage",
     params(("p" = String, Path, description = "Project id"), AuditParams),
     responses(
         (status = 200, description = "One page of entries, oldest first", body = AuditResponse),
-        (status = 400, description = "invalid-request (bad id, time, type, limit or cursor)", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 400, description = "invalid-request (bad id, time, type, principal, limit or cursor)", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 403, description = "forbidden", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 503, description = "not-caught-up, projections-unavailable", body = ProblemDocument, content_type = "application/problem+json"),

@@ -38,9 +38,14 @@ pub const MAX_BATCH_EVENTS: usize = 8_192;
 /// Who and what caused an event, for audits. Each field is at most 256 characters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Metadata {
+    /// Who the client says it acts for: declared, not verified.
     pub actor: Option<String>,
     pub request_id: Option<String>,
     pub correlation_id: Option<String>,
+    /// Who was authenticated when the event was appended (a token's name or role,
+    /// `anonymous`, `system:…` for the server's own events); set by the server, never by a
+    /// client. `None` for events stored before principals were recorded: unknown.
+    pub principal: Option<String>,
 }
 
 /// An event ready to append.
@@ -273,16 +278,22 @@ pub(crate) fn timestamp_from_ms(ms: i64) -> Result<Timestamp, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("recorded_at {ms} out of range")))
 }
 
-pub(crate) fn metadata_from(
-    actor: Option<String>,
-    request_id: Option<String>,
-    correlation_id: Option<String>,
-) -> Metadata {
-    Metadata {
-        actor: metadata_field(actor),
-        request_id: metadata_field(request_id),
-        correlation_id: metadata_field(correlation_id),
-    }
+/// The metadata of a stored row, whose columns are named as the fields are.
+pub(crate) fn metadata_of<R>(row: &R) -> Result<Metadata, StoreError>
+where
+    R: sqlx::Row,
+    for<'c> &'c str: sqlx::ColumnIndex<R>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let field = |name: &str| -> Result<Option<String>, StoreError> {
+        Ok(metadata_field(row.try_get(name)?))
+    };
+    Ok(Metadata {
+        actor: field("actor")?,
+        request_id: field("request_id")?,
+        correlation_id: field("correlation_id")?,
+        principal: field("principal")?,
+    })
 }
 
 pub(crate) fn to_u64(value: i64, what: &str) -> Result<u64, StoreError> {

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use super::plan;
 use super::{
-    metadata_from, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore,
+    metadata_of, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore,
     OpenMode, Position, RecordedEvent, StoreError, StreamAppend,
 };
 use domain::EncodedSnapshot;
@@ -33,7 +33,7 @@ const APPEND_LOCK_KEY: i64 = 0x71_75_6f_74_61;
 const BEGIN_AND_LOCK: &str =
     "BEGIN; SET LOCAL enable_seqscan = off; SELECT pg_advisory_xact_lock(487301543009)";
 const NOTIFY_CHANNEL: &str = "quota_events";
-const COLUMNS: &str = "position, stream, version, event_id, event_type, schema_version, data, actor, request_id, correlation_id, recorded_at_ms";
+const COLUMNS: &str = "position, stream, version, event_id, event_type, schema_version, data, actor, request_id, correlation_id, recorded_at_ms, principal";
 
 pub struct PostgresStore {
     pool: PgPool,
@@ -147,11 +147,7 @@ fn decode_row(row: &PgRow) -> Result<RecordedEvent, StoreError> {
             schema_version: u16::try_from(schema_version)
                 .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
             data: data.0,
-            metadata: metadata_from(
-                row.try_get("actor")?,
-                row.try_get("request_id")?,
-                row.try_get("correlation_id")?,
-            ),
+            metadata: metadata_of(row)?,
             recorded_at: timestamp_from_ms(row.try_get("recorded_at_ms")?)?,
         },
     })
@@ -323,6 +319,7 @@ struct ColumnArrays<'a> {
     request_ids: Vec<Option<&'a str>>,
     correlation_ids: Vec<Option<&'a str>>,
     recorded: Vec<i64>,
+    principals: Vec<Option<&'a str>>,
 }
 
 impl<'a> ColumnArrays<'a> {
@@ -339,6 +336,7 @@ impl<'a> ColumnArrays<'a> {
             request_ids: Vec::with_capacity(rows.len()),
             correlation_ids: Vec::with_capacity(rows.len()),
             recorded: Vec::with_capacity(rows.len()),
+            principals: Vec::with_capacity(rows.len()),
         };
         for row in rows {
             arrays.positions.push(to_i64(row.position));
@@ -358,11 +356,14 @@ impl<'a> ColumnArrays<'a> {
             arrays
                 .recorded
                 .push(row.event.recorded_at.timestamp_millis());
+            arrays
+                .principals
+                .push(row.event.metadata.principal.as_deref());
         }
         arrays
     }
 
-    /// Binds the eleven arrays, in the order of [`COLUMNS`], as the query's next parameters.
+    /// Binds the twelve arrays, in the order of [`COLUMNS`], as the query's next parameters.
     fn bind<'q>(&'q self, query: PgQuery<'q>) -> PgQuery<'q> {
         query
             .bind(&self.positions)
@@ -376,10 +377,11 @@ impl<'a> ColumnArrays<'a> {
             .bind(&self.request_ids)
             .bind(&self.correlation_ids)
             .bind(&self.recorded)
+            .bind(&self.principals)
     }
 }
 
-/// The speculative append in one round trip: `quota_append_guarded` (migration 0005), called
+/// The speculative append in one round trip: `quota_append_guarded` (migration 0006), called
 /// outside a transaction, so its implicit transaction commits before the answer comes back
 /// (sqlx reads on to ReadyForQuery before returning the row). Returns how many rows were
 /// inserted: all, or 0 when the database is not as `guard` assumes.
@@ -397,7 +399,7 @@ async fn append_guarded(
         .unzip();
     let query = sqlx::query(
         "SELECT quota_append_guarded($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
-         $15, $16, $17)",
+         $15, $16, $17, $18)",
     )
     .bind(APPEND_LOCK_KEY);
     let inserted: i64 = arrays
@@ -424,8 +426,8 @@ async fn insert_rows(
     let query = format!(
         "WITH inserted AS (INSERT INTO events ({COLUMNS}) SELECT * FROM UNNEST(\
          $1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::smallint[], \
-         $7::jsonb[], $8::text[], $9::text[], $10::text[], $11::bigint[]) RETURNING 1) \
-         SELECT n, CASE WHEN n > 0 THEN pg_notify($12, $13) END \
+         $7::jsonb[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::text[]) RETURNING 1) \
+         SELECT n, CASE WHEN n > 0 THEN pg_notify($13, $14) END \
          FROM (SELECT COUNT(*) AS n FROM inserted) AS done"
     );
     let inserted: i64 = arrays

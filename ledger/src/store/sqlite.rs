@@ -15,8 +15,8 @@ use tokio::sync::watch;
 
 use super::{files, plan, OpenMode};
 use super::{
-    metadata_from, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore,
-    Position, RecordedEvent, StoreError, StreamAppend,
+    metadata_of, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore, Position,
+    RecordedEvent, StoreError, StreamAppend,
 };
 use domain::EncodedSnapshot;
 
@@ -29,7 +29,7 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(250);
 const SAVE_SNAPSHOT: &str = "INSERT INTO snapshots (stream, version, format, data) \
      VALUES (?1, ?2, ?3, ?4) ON CONFLICT (stream) DO UPDATE \
      SET version = excluded.version, format = excluded.format, data = excluded.data";
-const COLUMNS: &str = "position, stream, version, event_id, event_type, schema_version, data, actor, request_id, correlation_id, recorded_at_ms";
+const COLUMNS: &str = "position, stream, version, event_id, event_type, schema_version, data, actor, request_id, correlation_id, recorded_at_ms, principal";
 
 pub struct SqliteStore {
     /// The one writer. `None` after a failed or abandoned append; the next append opens a
@@ -158,7 +158,7 @@ impl SqliteStore {
     }
 }
 
-/// Most rows one INSERT statement carries: 11 parameters each, well under SQLite's 32,766.
+/// Most rows one INSERT statement carries: 12 parameters each, well under SQLite's 32,766.
 const MAX_ROWS_PER_INSERT: usize = 512;
 
 /// `INSERT … SELECT … FROM (VALUES (?, …), …)` for `rows` rows, bound by [`bind_rows`]. The
@@ -168,11 +168,11 @@ fn insert_rows_sql(rows: usize) -> String {
     debug_assert!(rows > 0 && rows <= MAX_ROWS_PER_INSERT);
     let mut sql = format!(
         "INSERT INTO events ({COLUMNS}) SELECT column1, column2, column3, column4, column5, \
-         column6, column7, column8, column9, column10, column11 FROM (VALUES "
+         column6, column7, column8, column9, column10, column11, column12 FROM (VALUES "
     );
     for i in 0..rows {
         sql.push_str(if i == 0 { "" } else { ", " });
-        sql.push_str("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        sql.push_str("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     }
     sql.push(')');
     sql
@@ -194,7 +194,8 @@ fn bind_rows<'q>(mut query: Query<'q>, rows: &'q [plan::Row<'q>]) -> Query<'q> {
             .bind(row.event.metadata.actor.as_deref())
             .bind(row.event.metadata.request_id.as_deref())
             .bind(row.event.metadata.correlation_id.as_deref())
-            .bind(row.event.recorded_at.timestamp_millis());
+            .bind(row.event.recorded_at.timestamp_millis())
+            .bind(row.event.metadata.principal.as_deref());
     }
     query
 }
@@ -375,11 +376,7 @@ fn decode_row(row: &SqliteRow) -> Result<RecordedEvent, StoreError> {
             schema_version: u16::try_from(schema_version)
                 .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
             data: serde_json::from_str(&data).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-            metadata: metadata_from(
-                row.try_get("actor")?,
-                row.try_get("request_id")?,
-                row.try_get("correlation_id")?,
-            ),
+            metadata: metadata_of(row)?,
             recorded_at: timestamp_from_ms(row.try_get("recorded_at_ms")?)?,
         },
     })
