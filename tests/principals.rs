@@ -77,13 +77,6 @@ async fn with_tokens(store: StoreUrl) {
     assert_eq!(admin.delete("/v1/projects/acme/limits").await.status, 204);
     let last = acme.reserve("acme", json!({"instances": 1})).await;
     let last = position(last.assert_status(201));
-    let deployer = server.client_with_token(DEPLOYER);
-    let named = deployer.reserve("acme", json!({"instances": 1})).await;
-    let named = position(named.assert_status(201));
-    let by_name = audit(&admin, "acme", named, "&principal=acme-deployer").await;
-    assert_eq!(by_name.len(), 1, "{by_name:?}");
-    assert_eq!(by_name[0]["principal"], "acme-deployer");
-    assert_eq!(by_name[0]["actor"], "project:acme", "the actor defaults to the role");
 
     let entries = audit(&admin, "acme", last, "").await;
     let types: Vec<&str> = entries.iter().filter_map(|e| e["type"].as_str()).collect();
@@ -148,6 +141,18 @@ async fn with_tokens(store: StoreUrl) {
             .await
             .assert_problem(400, "invalid-request");
     }
+
+    // A named token: the principal is its name, the actor still defaults to its role.
+    let deployer = server.client_with_token(DEPLOYER);
+    let named = deployer.reserve("acme", json!({"instances": 1})).await;
+    let named = position(named.assert_status(201));
+    let by_name = audit(&admin, "acme", named, "&principal=acme-deployer").await;
+    assert_eq!(by_name.len(), 1, "{by_name:?}");
+    assert_eq!(by_name[0]["principal"], "acme-deployer");
+    assert_eq!(
+        by_name[0]["actor"], "project:acme",
+        "the actor defaults to the role"
+    );
 }
 
 #[tokio::test]

@@ -506,6 +506,10 @@ mod tests {
         assert_eq!(meta.actor.as_deref(), Some("alice"));
         assert_eq!(meta.request_id.as_deref(), Some("c-9"));
         assert_eq!(meta.correlation_id.as_deref(), Some("req-1"));
-        assert_eq!(meta.principal.as_deref(), Some("auditor"), "the body never sets it");
+        assert_eq!(
+            meta.principal.as_deref(),
+            Some("auditor"),
+            "the body never sets it"
+        );
     }
 }

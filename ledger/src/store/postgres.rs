@@ -17,8 +17,8 @@ use tokio::sync::watch;
 
 use super::plan;
 use super::{
-    metadata_of, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore,
-    OpenMode, Position, RecordedEvent, StoreError, StreamAppend,
+    metadata_of, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore, OpenMode,
+    Position, RecordedEvent, StoreError, StreamAppend,
 };
 use domain::EncodedSnapshot;
 
