@@ -3,10 +3,14 @@
 //! `type` is `https://quota-ledger.dev/problems/{code}`, so clients can match on the last path
 //! segment; `title` is fixed per code, `detail` explains this occurrence.
 
+use std::collections::BTreeMap;
+
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
+
+use crate::openapi::schemas::{PositionSchema, ResourceNameSchema};
 
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 pub const PROBLEM_TYPE_BASE: &str = "https://quota-ledger.dev/problems/";
@@ -160,31 +164,75 @@ impl ProblemCode {
 }
 
 /// A problem as sent on the wire. The extra members depend on the type: `over-quota` carries
-/// `overs`, `limits`, `usage` and `headroom`; `limit-below-usage` carries `resources`;
-/// `unknown-resource` and `usage-underflow` carry `resources` (a list of names).
+/// `overs`, `limits`, `usage` and `headroom`; `limit-below-usage` carries `resources` (an
+/// object); `unknown-resource` and `usage-underflow` carry `resources` (a list of names);
+/// `not-caught-up` carries `min_position` and `position`. Members a type does not carry are left
+/// out, never `null`.
+///
+/// This type describes the answer for the document only; [`Problem::body`] writes it.
 #[derive(Clone, Debug, ToSchema)]
 pub struct ProblemDocument {
     /// `https://quota-ledger.dev/problems/{code}`; the code is one of [`ProblemCode`].
-    #[schema(example = "https://quota-ledger.dev/problems/over-quota")]
+    #[schema(
+        example = "https://quota-ledger.dev/problems/over-quota",
+        format = "uri"
+    )]
     pub r#type: String,
+    /// Fixed per code.
     pub title: String,
+    /// The HTTP status, repeated.
+    #[schema(minimum = 400, maximum = 599)]
     pub status: u16,
+    /// This occurrence, for people.
     pub detail: String,
     /// over-quota: every resource that is over, sorted.
+    #[schema(nullable = false, value_type = Option<Vec<ResourceNameSchema>>)]
     pub overs: Option<Vec<String>>,
-    /// over-quota: the limit of every resource of the request.
-    #[schema(value_type = Option<Object>)]
-    pub limits: Option<Value>,
+    /// over-quota: `{resource: limit}` for every resource of the request; -1 is unlimited.
+    #[schema(nullable = false)]
+    pub limits: Option<BTreeMap<String, i64>>,
     /// over-quota: `{resource: {in_use, reserved}}` for every resource of the request.
-    #[schema(value_type = Option<Object>)]
-    pub usage: Option<Value>,
+    #[schema(nullable = false)]
+    pub usage: Option<BTreeMap<String, ProblemUsage>>,
     /// over-quota: `limit - in_use - reserved` per limited resource (absent when unlimited).
-    #[schema(value_type = Option<Object>)]
-    pub headroom: Option<Value>,
+    #[schema(nullable = false)]
+    pub headroom: Option<BTreeMap<String, i64>>,
     /// limit-below-usage: `{resource: {limit, in_use, reserved}}`; unknown-resource and
-    /// usage-underflow: the names.
-    #[schema(value_type = Option<Object>)]
-    pub resources: Option<Value>,
+    /// usage-underflow: the names, sorted.
+    #[schema(nullable = false)]
+    pub resources: Option<ProblemResources>,
+    /// not-caught-up: the position the request asked for.
+    #[schema(nullable = false, value_type = Option<PositionSchema>)]
+    pub min_position: Option<u64>,
+    /// not-caught-up: the position the views had reached when the wait ended.
+    #[schema(nullable = false, value_type = Option<PositionSchema>)]
+    pub position: Option<u64>,
+}
+
+/// A resource's usage in an `over-quota` problem.
+#[derive(Clone, Debug, ToSchema, serde::Serialize)]
+pub struct ProblemUsage {
+    pub in_use: i64,
+    pub reserved: i64,
+}
+
+/// A resource whose new limit would fall below its usage, in a `limit-below-usage` problem.
+#[derive(Clone, Debug, ToSchema, serde::Serialize)]
+pub struct ProblemLimitBelowUsage {
+    /// The limit asked for.
+    pub limit: i64,
+    pub in_use: i64,
+    pub reserved: i64,
+}
+
+/// `resources` of a problem: names (`unknown-resource`, `usage-underflow`) or, for
+/// `limit-below-usage`, the standing of each resource.
+#[derive(Clone, Debug, ToSchema, serde::Serialize)]
+#[serde(untagged)]
+pub enum ProblemResources {
+    #[schema(value_type = Vec<ResourceNameSchema>)]
+    Names(Vec<String>),
+    Standing(BTreeMap<String, ProblemLimitBelowUsage>),
 }
 
 /// A problem ready to send.

@@ -10,12 +10,13 @@ use utoipa::ToSchema;
 use super::usage::running;
 use crate::error::{truncate, ApiError};
 use crate::extract::NamePath;
+use crate::openapi::schemas::{ProjectionNameSchema, RebuildStatusSchema};
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ProjectionStatusBody {
-    #[schema(example = "usage")]
+    #[schema(value_type = ProjectionNameSchema, example = "usage")]
     pub name: String,
     /// The last global position the view applied.
     pub position: u64,
@@ -27,8 +28,10 @@ pub struct ProjectionStatusBody {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RebuildAccepted {
+    #[schema(value_type = ProjectionNameSchema)]
     pub name: String,
     /// Always `rebuilding`: the view is rebuilt beside the live one, then swapped in.
+    #[schema(value_type = RebuildStatusSchema)]
     pub status: String,
 }
 
@@ -38,7 +41,7 @@ pub struct RebuildAccepted {
         (status = 200, description = "One entry per view", body = Vec<ProjectionStatusBody>),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 403, description = "forbidden (admin only)", body = ProblemDocument, content_type = "application/problem+json"),
-        (status = 503, description = "projections-unavailable", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "projections-unavailable, store-unavailable: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn list_projections(
@@ -60,7 +63,7 @@ pub async fn list_projections(
 
 /// Start rebuilding a view from the events, beside the live one; answers at once.
 #[utoipa::path(post, path = "/v1/admin/projections/{name}/rebuild", tag = "admin",
-    params(("name" = String, Path, description = "`usage` or `audit`")),
+    params(("name" = ProjectionNameSchema, Path, description = "`usage` or `audit`")),
     responses(
         (status = 202, description = "Rebuild started", body = RebuildAccepted),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),

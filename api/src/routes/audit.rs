@@ -14,6 +14,10 @@ use super::rfc3339;
 use super::usage::{catch_up, running};
 use crate::error::{truncate, ApiError};
 use crate::extract::{parse_time, ApiQuery, ProjectPath};
+use crate::openapi::schemas::{
+    AuditCursorSchema, AuditPageSizeSchema, EventTypeSchema, PositionSchema, ProjectIdSchema,
+    TimestampSchema,
+};
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
 
@@ -22,14 +26,17 @@ use crate::server::AppState;
 #[into_params(parameter_in = Query)]
 pub struct AuditParams {
     /// RFC 3339: entries recorded at or after this time.
+    #[param(value_type = Option<TimestampSchema>)]
     pub since: Option<String>,
     /// RFC 3339: entries recorded at or before this time.
+    #[param(value_type = Option<TimestampSchema>)]
     pub until: Option<String>,
     /// An event type, e.g. `ReservationDenied`.
     #[serde(rename = "type")]
-    #[param(rename = "type")]
+    #[param(rename = "type", value_type = Option<EventTypeSchema>)]
     pub event_type: Option<String>,
     /// A reservation id.
+    #[param(value_type = Option<Uuid>)]
     pub reservation: Option<String>,
     /// The actor recorded with the event.
     pub actor: Option<String>,
@@ -37,10 +44,13 @@ pub struct AuditParams {
     /// `anonymous`, `system:sweeper`); 1 to 256 characters, no control characters.
     pub principal: Option<String>,
     /// Page size, 1 to 1000 (default 100).
+    #[param(value_type = Option<AuditPageSizeSchema>)]
     pub limit: Option<u64>,
     /// The `next` of the previous page.
+    #[param(value_type = Option<AuditCursorSchema>)]
     pub cursor: Option<String>,
     /// Wait (up to 5 s) until the views reflect this global position.
+    #[param(value_type = Option<PositionSchema>)]
     pub min_position: Option<u64>,
 }
 
@@ -52,13 +62,15 @@ pub struct UsageAfterBody {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AuditEntryBody {
+    #[schema(value_type = PositionSchema)]
     pub position: u64,
     /// The event's version in the project's stream.
     pub version: u64,
     /// RFC 3339 UTC.
+    #[schema(value_type = TimestampSchema)]
     pub at: String,
     #[serde(rename = "type")]
-    #[schema(rename = "type", example = "ReservationRequested")]
+    #[schema(rename = "type", value_type = EventTypeSchema, example = "ReservationRequested")]
     pub event_type: String,
     pub reservation_id: Option<Uuid>,
     pub deltas: Option<BTreeMap<String, i64>>,
@@ -205,13 +217,13 @@ fn audit_query(params: AuditParams) -> Result<AuditQuery, ApiError> {
 /// A project's audit trail: every event with who (the authenticated principal and the declared
 /// actor), why, the usage it left, and for limits events the limits before and after.
 #[utoipa::path(get, path = "/v1/projects/{p}/audit", tag = "usage",
-    params(("p" = String, Path, description = "Project id"), AuditParams),
+    params(("p" = ProjectIdSchema, Path, description = "Project id"), AuditParams),
     responses(
         (status = 200, description = "One page of entries, oldest first", body = AuditResponse),
         (status = 400, description = "invalid-request (bad id, time, type, principal, limit or cursor)", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 403, description = "forbidden", body = ProblemDocument, content_type = "application/problem+json"),
-        (status = 503, description = "not-caught-up, projections-unavailable", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "not-caught-up (with `min_position` and `position`), projections-unavailable, store-unavailable: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn get_audit(

@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::extract::{JsonBody, RequestContext};
+use crate::openapi::schemas::{ClientTextSchema, LimitsSchema};
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
 
@@ -17,12 +18,13 @@ use crate::server::AppState;
 #[serde(deny_unknown_fields)]
 pub struct DefaultsRequest {
     /// Limits to merge into the defaults: `{resource: limit}`, -1 unlimited; 1 to 64 resources.
-    #[schema(value_type = BTreeMap<String, i64>, example = json!({"instances": 10, "cores": 20}))]
+    #[schema(value_type = LimitsSchema, example = json!({"instances": 10, "cores": 20}))]
     pub limits: Limits,
     /// Who made the change, for the audit (defaults to the token's role).
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<ClientTextSchema>)]
     pub actor: Option<Actor>,
-    #[schema(value_type = Option<String>)]
+    /// The client's request id, for the audit (defaults to the HTTP x-request-id).
+    #[schema(value_type = Option<ClientTextSchema>)]
     pub request_id: Option<ClientRequestId>,
 }
 
@@ -53,6 +55,7 @@ impl From<&Defaults> for DefaultsResponse {
         (status = 400, description = "invalid-request", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 403, description = "forbidden (admin only)", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "store-unavailable, contention, shutting-down: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn put_defaults(
@@ -75,6 +78,7 @@ pub async fn put_defaults(
     responses(
         (status = 200, description = "All default limits", body = DefaultsResponse),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "store-unavailable: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn get_defaults(

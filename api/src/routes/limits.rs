@@ -12,6 +12,9 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::extract::{JsonBody, OptionalJsonBody, ProjectPath, RequestContext};
+use crate::openapi::schemas::{
+    ClientTextSchema, LimitSourceSchema, LimitsSchema, PositionSchema, ProjectIdSchema,
+};
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
 
@@ -19,14 +22,16 @@ use crate::server::AppState;
 #[serde(deny_unknown_fields)]
 pub struct LimitsRequest {
     /// `{resource: limit}` to merge into the project's overrides; -1 is unlimited.
-    #[schema(value_type = BTreeMap<String, i64>, example = json!({"instances": 5}))]
+    #[schema(value_type = LimitsSchema, example = json!({"instances": 5}))]
     pub limits: Limits,
     /// Lower a limit below the current in_use + reserved anyway.
     #[serde(default)]
     pub force: bool,
-    #[schema(value_type = Option<String>)]
+    /// Who did it, for the audit (defaults to the token's role).
+    #[schema(value_type = Option<ClientTextSchema>)]
     pub actor: Option<Actor>,
-    #[schema(value_type = Option<String>)]
+    /// The client's request id, for the audit (defaults to the HTTP x-request-id).
+    #[schema(value_type = Option<ClientTextSchema>)]
     pub request_id: Option<ClientRequestId>,
 }
 
@@ -34,18 +39,22 @@ pub struct LimitsRequest {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditedRequest {
-    #[schema(value_type = Option<String>)]
+    /// Who did it, for the audit (defaults to the token's role).
+    #[schema(value_type = Option<ClientTextSchema>)]
     pub actor: Option<Actor>,
-    #[schema(value_type = Option<String>)]
+    /// The client's request id, for the audit (defaults to the HTTP x-request-id).
+    #[schema(value_type = Option<ClientTextSchema>)]
     pub request_id: Option<ClientRequestId>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct EffectiveLimits {
+    #[schema(value_type = ProjectIdSchema)]
     pub project: String,
     /// The effective limit of every resource (the project's own, else the default).
     pub limits: BTreeMap<String, i64>,
     /// Global position of the project's last limits event (0 if none).
+    #[schema(value_type = PositionSchema)]
     pub position: u64,
 }
 
@@ -53,20 +62,23 @@ pub struct EffectiveLimits {
 pub struct LimitEntry {
     pub limit: i64,
     /// `project` (the project's override) or `default`.
-    #[schema(example = "default")]
+    #[schema(value_type = LimitSourceSchema, example = "default")]
     pub source: String,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ProjectLimits {
+    #[schema(value_type = ProjectIdSchema)]
     pub project: String,
     pub limits: BTreeMap<String, LimitEntry>,
+    /// Global position of the project's last limits event (0 if none).
+    #[schema(value_type = PositionSchema)]
     pub position: u64,
 }
 
 /// Set some of a project's limits (merged with its other overrides).
 #[utoipa::path(put, path = "/v1/projects/{p}/limits", tag = "limits",
-    params(("p" = String, Path, description = "Project id")),
+    params(("p" = ProjectIdSchema, Path, description = "Project id")),
     request_body = LimitsRequest,
     responses(
         (status = 200, description = "The project's effective limits", body = EffectiveLimits),
@@ -74,6 +86,7 @@ pub struct ProjectLimits {
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 403, description = "forbidden (admin only)", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 409, description = "limit-below-usage (with `resources`)", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "store-unavailable, contention, shutting-down: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn put_limits(
@@ -123,12 +136,13 @@ fn project_limits(view: LimitsView) -> ProjectLimits {
 
 /// A project's effective limits and where each comes from.
 #[utoipa::path(get, path = "/v1/projects/{p}/limits", tag = "limits",
-    params(("p" = String, Path, description = "Project id")),
+    params(("p" = ProjectIdSchema, Path, description = "Project id")),
     responses(
         (status = 200, description = "Effective limits with their source", body = ProjectLimits),
         (status = 400, description = "invalid-request (bad project id)", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 403, description = "forbidden", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "store-unavailable: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn get_limits(
@@ -140,13 +154,14 @@ pub async fn get_limits(
 
 /// Remove all of a project's own limits: it is back on the defaults.
 #[utoipa::path(delete, path = "/v1/projects/{p}/limits", tag = "limits",
-    params(("p" = String, Path, description = "Project id")),
+    params(("p" = ProjectIdSchema, Path, description = "Project id")),
     request_body(content = Option<AuditedRequest>, description = "Optional: actor and request id for the audit"),
     responses(
         (status = 204, description = "Back to the defaults"),
         (status = 400, description = "invalid-request (bad project id)", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 403, description = "forbidden (admin only)", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "store-unavailable, contention, shutting-down: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn delete_limits(

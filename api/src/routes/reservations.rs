@@ -17,6 +17,10 @@ use uuid::Uuid;
 use super::rfc3339;
 use crate::error::ApiError;
 use crate::extract::{JsonBody, OptionalJsonBody, ProjectPath, RequestContext, ReservationPath};
+use crate::openapi::schemas::{
+    ClientTextSchema, DeltasSchema, PositionSchema, ProjectIdSchema, ReleaseReasonSchema,
+    ReservationStatusSchema, TimestampSchema,
+};
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
 
@@ -24,7 +28,7 @@ use crate::server::AppState;
 #[serde(deny_unknown_fields)]
 pub struct ReserveRequest {
     /// `{resource: amount}`, 1 to 64 resources; negative amounts shrink usage at commit.
-    #[schema(value_type = BTreeMap<String, i64>, example = json!({"instances": 1, "cores": 2, "ram": 4096}))]
+    #[schema(value_type = DeltasSchema, example = json!({"instances": 1, "cores": 2, "ram": 4096}))]
     pub deltas: Deltas,
     /// Seconds until an uncommitted hold expires: 1 to 2592000, default 86400.
     #[schema(minimum = 1, maximum = 2592000, default = 86400)]
@@ -32,10 +36,10 @@ pub struct ReserveRequest {
     /// A client-chosen id makes the reserve idempotent.
     pub reservation_id: Option<Uuid>,
     /// Who asked, for the audit (defaults to the token's role).
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<ClientTextSchema>)]
     pub actor: Option<Actor>,
     /// The client's request id, for the audit (defaults to the HTTP x-request-id).
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<ClientTextSchema>)]
     pub request_id: Option<ClientRequestId>,
 }
 
@@ -43,27 +47,34 @@ pub struct ReserveRequest {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransitionRequest {
-    #[schema(value_type = Option<String>)]
+    /// Who did it, for the audit (defaults to the token's role).
+    #[schema(value_type = Option<ClientTextSchema>)]
     pub actor: Option<Actor>,
-    #[schema(value_type = Option<String>)]
+    /// The client's request id, for the audit (defaults to the HTTP x-request-id).
+    #[schema(value_type = Option<ClientTextSchema>)]
     pub request_id: Option<ClientRequestId>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ReservationResponse {
     pub reservation_id: Uuid,
+    #[schema(value_type = ProjectIdSchema)]
     pub project: String,
     pub deltas: BTreeMap<String, i64>,
     /// `held`, `committed` or `released`.
-    #[schema(example = "held")]
+    #[schema(value_type = ReservationStatusSchema, example = "held")]
     pub status: String,
     /// RFC 3339 UTC.
+    #[schema(value_type = TimestampSchema)]
     pub expires_at: String,
+    #[schema(value_type = TimestampSchema)]
     pub created_at: String,
     /// For released reservations: `rolled_back`, `expired` or `freed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<ReleaseReasonSchema>, nullable = false)]
     pub reason: Option<String>,
     /// Global position of the event that gave the reservation this status.
+    #[schema(value_type = PositionSchema)]
     pub position: u64,
 }
 
@@ -99,7 +110,7 @@ fn expires_in_seconds(requested: Option<i64>) -> Result<u32, ApiError> {
 
 /// Reserve deltas for a project, all or nothing.
 #[utoipa::path(post, path = "/v1/projects/{p}/reservations", tag = "reservations",
-    params(("p" = String, Path, description = "Project id")),
+    params(("p" = ProjectIdSchema, Path, description = "Project id")),
     request_body = ReserveRequest,
     responses(
         (status = 201, description = "Granted: the held reservation (or the original, for a repeated reservation_id)", body = ReservationResponse),
@@ -108,7 +119,7 @@ fn expires_in_seconds(requested: Option<i64>) -> Result<u32, ApiError> {
         (status = 403, description = "over-quota (with `overs`, `limits`, `usage`, `headroom`), forbidden", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 409, description = "usage-underflow, idempotency-mismatch", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 413, description = "payload-too-large", body = ProblemDocument, content_type = "application/problem+json"),
-        (status = 503, description = "store-unavailable, contention", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "store-unavailable, contention, shutting-down: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn reserve(
@@ -136,13 +147,14 @@ pub async fn reserve(
 
 /// A reservation as it durably stands.
 #[utoipa::path(get, path = "/v1/projects/{p}/reservations/{id}", tag = "reservations",
-    params(("p" = String, Path, description = "Project id"), ("id" = Uuid, Path, description = "Reservation id")),
+    params(("p" = ProjectIdSchema, Path, description = "Project id"), ("id" = Uuid, Path, description = "Reservation id")),
     responses(
         (status = 200, description = "The reservation", body = ReservationResponse),
         (status = 400, description = "invalid-request (bad id)", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 403, description = "forbidden", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 404, description = "not-found", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "store-unavailable: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn get_reservation(
@@ -154,7 +166,7 @@ pub async fn get_reservation(
 
 /// Commit a held reservation: its deltas move into in_use. Idempotent.
 #[utoipa::path(post, path = "/v1/projects/{p}/reservations/{id}/commit", tag = "reservations",
-    params(("p" = String, Path, description = "Project id"), ("id" = Uuid, Path, description = "Reservation id")),
+    params(("p" = ProjectIdSchema, Path, description = "Project id"), ("id" = Uuid, Path, description = "Reservation id")),
     request_body(content = Option<TransitionRequest>, description = "Optional: actor and request id for the audit"),
     responses(
         (status = 200, description = "The committed reservation", body = ReservationResponse),
@@ -163,6 +175,7 @@ pub async fn get_reservation(
         (status = 403, description = "forbidden", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 404, description = "not-found", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 409, description = "reservation-expired, reservation-released, usage-underflow", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "store-unavailable, contention, shutting-down: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn commit(
@@ -184,7 +197,7 @@ pub async fn commit(
 /// Release a reservation: a held one is rolled back, a committed one frees its usage (a
 /// committed reduction gives its usage back, within the limit). Idempotent.
 #[utoipa::path(post, path = "/v1/projects/{p}/reservations/{id}/release", tag = "reservations",
-    params(("p" = String, Path, description = "Project id"), ("id" = Uuid, Path, description = "Reservation id")),
+    params(("p" = ProjectIdSchema, Path, description = "Project id"), ("id" = Uuid, Path, description = "Reservation id")),
     request_body(content = Option<TransitionRequest>, description = "Optional: actor and request id for the audit"),
     responses(
         (status = 200, description = "The released reservation", body = ReservationResponse),
@@ -193,6 +206,7 @@ pub async fn commit(
         (status = 403, description = "forbidden; over-quota (freeing a committed reduction would give back usage beyond the limit)", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 404, description = "not-found", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 409, description = "usage-underflow (freeing would take in_use below zero)", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "store-unavailable, contention, shutting-down: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn release(

@@ -12,6 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiError;
 use crate::extract::{parse_time, ApiQuery, ProjectPath};
+use crate::openapi::schemas::{PositionSchema, ProjectIdSchema, TimestampSchema};
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
 
@@ -23,8 +24,10 @@ pub const MIN_POSITION_WAIT: Duration = Duration::from_secs(5);
 #[into_params(parameter_in = Query)]
 pub struct UsageQuery {
     /// RFC 3339 time: the usage as it stood then (from the project's events).
+    #[param(value_type = Option<TimestampSchema>)]
     pub at: Option<String>,
     /// Wait (up to 5 s) until the views reflect this global position, e.g. a write's `position`.
+    #[param(value_type = Option<PositionSchema>)]
     pub min_position: Option<u64>,
 }
 
@@ -41,9 +44,11 @@ pub struct ResourceUsageBody {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct UsageResponse {
+    #[schema(value_type = ProjectIdSchema)]
     pub project: String,
     pub resources: BTreeMap<String, ResourceUsageBody>,
     /// The global position the report reflects.
+    #[schema(value_type = PositionSchema)]
     pub position: u64,
 }
 
@@ -105,13 +110,13 @@ pub async fn catch_up(
 
 /// A project's usage: limit, in_use, reserved and headroom per resource.
 #[utoipa::path(get, path = "/v1/projects/{p}/usage", tag = "usage",
-    params(("p" = String, Path, description = "Project id"), UsageQuery),
+    params(("p" = ProjectIdSchema, Path, description = "Project id"), UsageQuery),
     responses(
         (status = 200, description = "Usage per resource", body = UsageResponse),
         (status = 400, description = "invalid-request (bad id, bad time)", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 403, description = "forbidden", body = ProblemDocument, content_type = "application/problem+json"),
-        (status = 503, description = "not-caught-up (min_position not reached in 5 s), projections-unavailable", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "not-caught-up (min_position not reached in 5 s, with `min_position` and `position`), projections-unavailable, store-unavailable: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn get_usage(

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# CI: the OpenAPI document is the contract. Starts a real `quota serve` (SQLite, a tokens file
+# with an admin token) and runs schemathesis against /openapi.json with every check, positive
+# and negative data, and the stateful phase (which chains reserve -> get/commit -> release
+# through the document's `links`). Exits non-zero on any failure; the last line is a summary.
+#
+# Environment (all optional):
+#   SCHEMATHESIS_VENV          virtualenv to install into (outside the repository)
+#   SCHEMATHESIS_MAX_EXAMPLES  test cases per operation and phase (default 40)
+#   SCHEMATHESIS_SEED          a fixed seed, to reproduce a run
+#   QUOTA_BIN                  the server binary (default: target/debug/quota, built first)
+#
+# Checks: `--checks all` and `--mode all`, with one check excluded:
+#   - use_after_free expects a resource to be gone (404) after its DELETE. The API's only DELETE,
+#     `DELETE /v1/projects/{p}/limits`, removes a project's own overrides, and `GET` then rightly
+#     answers 200 with the defaults (SPEC: "204 (back to defaults)"). schemathesis 4.32.5 does
+#     not honour a per-operation switch for this stateful check, so it is excluded for the run;
+#     with no other DELETE in the API that excludes exactly this pair.
+# What else is narrowed is narrowed for one operation and one reason, each written down in
+# .ci/schemathesis.toml:
+#   - not_a_server_error allows 503 on usage and audit (`not-caught-up` after a 5 s
+#     `min_position` wait is the contract);
+#   - positive_data_acceptance allows 400 on reserve and project limits (`unknown-resource` and
+#     64-bit overflow depend on earlier requests, not on the request's shape);
+#   - the stateful phase follows the document's links only (schemathesis' inferred links are a
+#     loop over the projections endpoints that would take every scenario).
+# .ci/schemathesis_hooks.py makes generated writes realistic (existing resource names,
+# non-negative reserve deltas, integer literals for `2.0`) and never turns a malformed request
+# into a well-formed one. Health checks: too_slow and filter_too_much are suppressed; they judge
+# the generator on a slow shared machine, not the server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SCHEMATHESIS_VERSION=4.32.5
+VENV="${SCHEMATHESIS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/quota-ci/schemathesis-$SCHEMATHESIS_VERSION}"
+MAX_EXAMPLES="${SCHEMATHESIS_MAX_EXAMPLES:-40}"
+QUOTA_BIN="${QUOTA_BIN:-}"
+
+say() { printf 'schemathesis.sh: %s\n' "$*" >&2; }
+
+install_schemathesis() {
+  if [ -x "$VENV/bin/schemathesis" ] &&
+    [ "$("$VENV/bin/schemathesis" --version 2>/dev/null)" = "schemathesis, version $SCHEMATHESIS_VERSION" ]; then
+    return
+  fi
+  if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    say "installing python3-venv"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+  fi
+  say "installing schemathesis $SCHEMATHESIS_VERSION into $VENV"
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+install_schemathesis
+if [ -z "$QUOTA_BIN" ]; then
+  # A no-op after `cargo test`; otherwise the binary is built from this checkout.
+  cargo build --quiet -p quota-api --bin quota
+  QUOTA_BIN=target/debug/quota
+fi
+
+WORK="$(mktemp -d)"
+SERVER_PID=""
+cleanup() {
+  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+TOKEN="ci-admin-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
+printf '# schemathesis CI run\n%s admin\n' "$TOKEN" >"$WORK/tokens"
+chmod 600 "$WORK/tokens"
+
+PORT="$(free_port)"
+BASE="http://127.0.0.1:$PORT"
+"$QUOTA_BIN" serve --listen "127.0.0.1:$PORT" --store "sqlite://$WORK/x.db" \
+  --tokens "$WORK/tokens" >"$WORK/server.log" 2>&1 &
+SERVER_PID=$!
+
+for _ in $(seq 1 100); do
+  if curl -fsS "$BASE/healthz" >/dev/null 2>&1; then break; fi
+  if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+    say "the server exited at start:"
+    cat "$WORK/server.log" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+curl -fsS "$BASE/healthz" >/dev/null
+
+# The resources schemathesis_hooks.py maps generated names onto, so that positive reserves can
+# be granted and the stateful phase can chain commit and release onto them.
+curl -fsS -X PUT "$BASE/v1/defaults" -H "Authorization: Bearer $TOKEN" \
+  -H 'Content-Type: application/json' \
+  -d '{"limits": {"instances": 1000000, "cores": 1000000, "class:VCPU": 1000000,
+       "ram": -1, "disk": -1, "gpus": -1, "volumes": -1, "ports": -1}}' >/dev/null
+
+SEED_ARGS=()
+if [ -n "${SCHEMATHESIS_SEED:-}" ]; then SEED_ARGS=(--seed "$SCHEMATHESIS_SEED"); fi
+
+status=0
+SCHEMATHESIS_HOOKS=.ci/schemathesis_hooks.py \
+  "$VENV/bin/schemathesis" --config-file .ci/schemathesis.toml run "$BASE/openapi.json" \
+  --checks all \
+  --exclude-checks use_after_free \
+  --mode all \
+  --phases examples,coverage,fuzzing,stateful \
+  --max-examples "$MAX_EXAMPLES" \
+  --header "Authorization: Bearer $TOKEN" \
+  --suppress-health-check too_slow,filter_too_much \
+  --request-timeout 15 \
+  --generation-database none \
+  --workers 2 \
+  --no-color \
+  "${SEED_ARGS[@]}" || status=$?
+
+if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+  say "the server died during the run:"
+  tail -n 50 "$WORK/server.log" >&2
+  status=1
+fi
+
+if [ "$status" -eq 0 ]; then
+  echo "schemathesis $SCHEMATHESIS_VERSION: 0 failures against $BASE/openapi.json (max-examples $MAX_EXAMPLES)"
+else
+  say "server log tail:"
+  tail -n 20 "$WORK/server.log" >&2
+  echo "schemathesis $SCHEMATHESIS_VERSION: FAILED (exit $status) against $BASE/openapi.json"
+fi
+exit "$status"
