@@ -15,8 +15,8 @@ use super::usage::{catch_up, running};
 use crate::error::{truncate, ApiError};
 use crate::extract::{parse_time, ApiQuery, ProjectPath};
 use crate::openapi::schemas::{
-    AuditCursorSchema, AuditPageSizeSchema, EventTypeSchema, PositionSchema, ProjectIdSchema,
-    TimestampSchema,
+    AuditCursorSchema, AuditPageSizeSchema, ClientTextSchema, EventTypeSchema, PositionSchema,
+    ProjectIdSchema, TimestampSchema,
 };
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
@@ -42,6 +42,7 @@ pub struct AuditParams {
     pub actor: Option<String>,
     /// The principal recorded with the event (who was authenticated: a token's name or role,
     /// `anonymous`, `system:sweeper`); 1 to 256 characters, no control characters.
+    #[param(value_type = Option<ClientTextSchema>)]
     pub principal: Option<String>,
     /// Page size, 1 to 1000 (default 100).
     #[param(value_type = Option<AuditPageSizeSchema>)]
