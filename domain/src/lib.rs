@@ -3,8 +3,9 @@
 //!
 //! Nothing here does I/O, reads a clock or spawns a task. The write side (`ledger`) loads state,
 //! calls [`decide`] with the time, and appends the events it returns; the read side
-//! (`projections`) folds the same events into views. Both fold with [`ProjectState::apply`], so a
-//! replay and the live path cannot disagree.
+//! (`projections`) folds the same events into views. Both fold with this crate's rules
+//! ([`ProjectState::apply`]; the views' [`ProjectUsage::apply`], tested against it), so a replay
+//! and the live path cannot disagree.
 
 mod codec;
 mod decide;
@@ -13,6 +14,7 @@ mod ids;
 mod quantity;
 mod snapshot;
 mod state;
+mod usage;
 
 #[cfg(test)]
 mod tests;
@@ -28,6 +30,7 @@ pub use ids::{ProjectId, ReservationId, ResourceName, DEFAULTS_STREAM, PROJECT_S
 pub use quantity::{check_limits, checked_add, Deltas, Limit, Limits, MAX_RESOURCES_PER_REQUEST};
 pub use snapshot::{EncodedSnapshot, SnapshotError, SNAPSHOT_FORMAT};
 pub use state::{Defaults, ProjectState, Reservation, ReservationStatus, StreamVersion, Usage};
+pub use usage::{LiveReservation, ProjectUsage, UsageChange};
 
 /// Input that breaks a rule of SPEC.md before any state is consulted: a 400 at the edge.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
