@@ -59,8 +59,10 @@ impl Inner {
         let hint = reader.heads().await?;
         reader.rollback().await?;
         let from = applied_position(&hint);
-        let (decoded, last) =
-            crate::feed::read(&self.db, from, Position::MAX >> 1, BATCH_EVENTS).await?;
+        let (decoded, last) = self
+            .feed
+            .read(from, Position::MAX >> 1, BATCH_EVENTS)
+            .await?;
         let Some(last) = last else {
             return Ok(Applied::UpToDate);
         };
