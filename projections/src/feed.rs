@@ -45,12 +45,15 @@ impl Feed {
     }
 
     /// Events in (`after`, `until`], at most `max`, in position order, every one decoded;
-    /// and the last position read (`None` when there was nothing).
+    /// and the last position read (`None` when there was nothing). An event that does not
+    /// decode fails the read; with `up_to_unreadable`, only if it comes first: otherwise the
+    /// events before it are returned, so the views stop right before it.
     pub(crate) async fn read(
         &self,
         after: Position,
         until: Position,
         max: usize,
+        up_to_unreadable: bool,
     ) -> Result<(Vec<FeedEvent>, Option<Position>), ProjectionError> {
         let mut events = Vec::with_capacity(max.min(16_384));
         let mut last = None;
@@ -64,12 +67,16 @@ impl Feed {
                     return Ok((events, last));
                 }
                 read += 1;
-                let event = stored
-                    .decode()
-                    .map_err(|error| ProjectionError::Undecodable {
-                        position: stored.position,
-                        message: error.to_string(),
-                    })?;
+                let event = match stored.decode() {
+                    Ok(event) => event,
+                    Err(_) if up_to_unreadable && last.is_some() => return Ok((events, last)),
+                    Err(error) => {
+                        return Err(ProjectionError::Undecodable {
+                            position: stored.position,
+                            message: error.to_string(),
+                        })
+                    }
+                };
                 last = Some(stored.position);
                 if stored.position == self.dropped.load(Ordering::Relaxed) {
                     continue;

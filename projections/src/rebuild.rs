@@ -83,7 +83,8 @@ impl Pages {
             self.requested = to;
             let feed = self.feed.clone();
             self.ahead.push_back(tokio::spawn(async move {
-                feed.read(after, to, PAGE_EVENTS).await
+                // Every event of the range, or an error: a page is never cut short.
+                feed.read(after, to, PAGE_EVENTS, false).await
             }));
         }
     }
