@@ -9,7 +9,9 @@
 //!   transaction; `follower`: doing that whenever the feed moves.
 //! - `usage`, `audit`: the queries; `point_in_time`: usage at a past instant, replayed from the
 //!   streams with the domain's fold.
-//! - `rebuild`: blue/green rebuilds; `verify`: the domain's replay compared with the views.
+//! - `feed`: the views' only reader of the events (`EventStore::read_feed`, the codec).
+//! - `rebuild`: blue/green rebuilds; `verify`: the domain's replay, read stream by stream,
+//!   compared with the views; `health`: which views are degraded and why.
 //!
 //! Several nodes may run [`Projections::start`] on one PostgreSQL database: view writers
 //! serialise on an advisory lock and move checkpoints only from the position they read, so no
