@@ -301,6 +301,127 @@ view_tests!(
     admin_projections_postgres
 );
 
+/// Raw SQL on the server's events, behind its back (as an operator, or a newer build, would).
+async fn execute_on_events(store: &StoreUrl, sql: &str) {
+    match &store.postgres {
+        Some((server, schema)) => {
+            let url = ledger::testing::postgres_url_in(server, schema);
+            let pool = sqlx::PgPool::connect(&url).await.expect("connect");
+            sqlx::query(sql).execute(&pool).await.expect("raw SQL");
+            pool.close().await;
+        }
+        None => {
+            let pool = sqlx::SqlitePool::connect(&store.url).await.expect("open");
+            sqlx::query(sql).execute(&pool).await.expect("raw SQL");
+            pool.close().await;
+        }
+    }
+}
+
+/// Polls `/healthz` until its `status` is `wanted`; returns the last answer.
+async fn health_until(api: &Api, wanted: &str, within: Duration) -> Value {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let health = api.get("/healthz").await.assert_status(200).clone();
+        if health["status"] == wanted || std::time::Instant::now() > deadline {
+            return health;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// An event the views cannot read (a type from a newer build, say) is never passed over: the
+/// views stop before it and retry, `/healthz` says which views are degraded and why (still
+/// 200), `/metrics` counts the failures; once the event reads, the views go on from it.
+async fn an_unreadable_event_degrades_the_views(store: StoreUrl) {
+    let server = Server::start(&store);
+    let api = server.client();
+    api.set_defaults(json!({"instances": 10})).await;
+    let early = api.reserve("early", json!({"instances": 1})).await;
+    let early = position(early.assert_status(201));
+    api.get(&format!("/v1/projects/early/usage?min_position={early}"))
+        .await
+        .assert_status(200);
+    let health = health_until(&api, "ok", Duration::from_secs(5)).await;
+    assert_eq!(health["views"], json!([]), "{health}");
+    let (event_id, data) = if store.postgres.is_some() {
+        ("gen_random_uuid()", "'{}'::jsonb")
+    } else {
+        ("randomblob(16)", "'{}'")
+    };
+    execute_on_events(
+        &store,
+        &format!(
+            "INSERT INTO events (position, stream, version, event_id, event_type, schema_version, \
+             data, recorded_at_ms) SELECT COALESCE(MAX(position), 0) + 1, 'project-strange', 0, \
+             {event_id}, 'ReservationTeleported', 1, {data}, 1767225600000 FROM events"
+        ),
+    )
+    .await;
+    let late = api.reserve("late", json!({"instances": 1})).await;
+    let late = position(late.assert_status(201));
+    let bad = late - 1;
+
+    let health = health_until(&api, "degraded", Duration::from_secs(5)).await;
+    assert_eq!(health["status"], "degraded", "{health}");
+    let mut degraded: Vec<&str> = health["views"]
+        .as_array()
+        .expect("views")
+        .iter()
+        .map(|view| {
+            let reason = view["reason"].as_str().expect("reason");
+            assert!(reason.contains(&format!("position {bad}")), "{view}");
+            view["name"].as_str().expect("name")
+        })
+        .collect();
+    degraded.sort_unstable();
+    assert_eq!(degraded, ["audit", "usage"]);
+    let views = api.get("/v1/admin/projections").await;
+    for view in views.assert_status(200).as_array().expect("list") {
+        assert_eq!(
+            view["position"].as_u64(),
+            Some(bad - 1),
+            "up to it, not past: {view}"
+        );
+    }
+    let metrics = api.get("/metrics").await;
+    let failures: f64 = metrics
+        .body
+        .as_str()
+        .expect("Prometheus text")
+        .lines()
+        .find_map(|line| line.strip_prefix("quota_projection_failures_total{view=\"usage\"} "))
+        .and_then(|value| value.trim().parse().ok())
+        .expect("the failure counter");
+    assert!(failures >= 1.0, "{failures}");
+
+    execute_on_events(
+        &store,
+        &format!("UPDATE events SET event_type = 'LimitsReset' WHERE position = {bad}"),
+    )
+    .await;
+    let health = health_until(&api, "ok", Duration::from_secs(40)).await;
+    assert_eq!(health["status"], "ok", "{health}");
+    api.get(&format!("/v1/projects/late/usage?min_position={late}"))
+        .await
+        .assert_status(200);
+    let audit = api.get("/v1/projects/strange/audit").await;
+    let entries = audit.assert_status(200)["entries"].clone();
+    assert_eq!(entries[0]["position"].as_u64(), Some(bad), "{entries}");
+}
+
+#[tokio::test]
+async fn an_unreadable_event_degrades_the_views_sqlite() {
+    an_unreadable_event_degrades_the_views(sqlite_store()).await;
+}
+
+#[tokio::test]
+async fn an_unreadable_event_degrades_the_views_postgres() {
+    if let Some(store) = postgres_store().await {
+        an_unreadable_event_degrades_the_views(store).await;
+    }
+}
+
 /// Two nodes on one PostgreSQL schema: a write through one is read through the other with
 /// `min_position`, and both report the same usage.
 #[tokio::test]

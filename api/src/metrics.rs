@@ -90,6 +90,10 @@ fn describe() {
         "quota_projection_position",
         "Last position the view applied"
     );
+    describe_counter!(
+        "quota_projection_failures_total",
+        "View batches that failed and were tried again, by view"
+    );
     describe_gauge!(
         "quota_projection_head",
         "The store's head as the view last saw it"
@@ -157,6 +161,11 @@ pub async fn render(state: &AppState) -> String {
     metrics::gauge!("quota_ledger_cached_projects").set(state.ledger.cached_projects() as f64);
 
     if let Some(projections) = state.projections.clone() {
+        // Labelled by view name: a fixed set (projections::PROJECTION_NAMES).
+        for view in projections.health() {
+            metrics::counter!("quota_projection_failures_total", "view" => view.name)
+                .absolute(view.failures);
+        }
         // A failing status read must not fail the scrape; the lag just goes stale.
         match tokio::spawn(async move { projections.status().await }).await {
             Ok(Ok(views)) => {

@@ -3,8 +3,9 @@
 //!
 //! Nothing here does I/O, reads a clock or spawns a task. The write side (`ledger`) loads state,
 //! calls [`decide`] with the time, and appends the events it returns; the read side
-//! (`projections`) folds the same events into views. Both fold with [`ProjectState::apply`], so a
-//! replay and the live path cannot disagree.
+//! (`projections`) folds the same events into views. Both fold with this crate's rules
+//! ([`ProjectState::apply`]; the views' [`ProjectUsage::apply`], tested against it), so a replay
+//! and the live path cannot disagree.
 
 mod codec;
 mod decide;
@@ -14,6 +15,7 @@ mod quantity;
 mod snapshot;
 mod state;
 mod text;
+mod usage;
 
 #[cfg(test)]
 mod tests;
@@ -30,6 +32,7 @@ pub use quantity::{check_limits, checked_add, Deltas, Limit, Limits, MAX_RESOURC
 pub use snapshot::{EncodedSnapshot, SnapshotError, SNAPSHOT_FORMAT};
 pub use state::{Defaults, ProjectState, Reservation, ReservationStatus, StreamVersion, Usage};
 pub use text::{is_control, Actor, ClientRequestId, Reason, MAX_TEXT_CHARS};
+pub use usage::{LiveReservation, ProjectUsage, UsageChange};
 
 /// Input that breaks a rule of SPEC.md before any state is consulted: a 400 at the edge.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

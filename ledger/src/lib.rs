@@ -18,6 +18,6 @@ pub use pipeline::{
     ReservationView,
 };
 pub use store::{
-    AppendResult, Database, EventData, EventStore, ExpectedVersion, Metadata, Position,
+    AppendResult, Database, EventData, EventStore, ExpectedVersion, FeedEvent, Metadata, Position,
     RecordedEvent, StoreError, StreamAppend,
 };

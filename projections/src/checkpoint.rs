@@ -60,8 +60,11 @@ impl Inner {
         let hint = reader.heads().await?;
         reader.rollback().await?;
         let from = applied_position(&hint);
-        let (decoded, last) =
-            crate::feed::read(&self.db, from, Position::MAX >> 1, BATCH_EVENTS).await?;
+        // A batch ends before an event that does not decode; the next one fails on it.
+        let (decoded, last) = self
+            .feed
+            .read(from, Position::MAX >> 1, BATCH_EVENTS, true)
+            .await?;
         let Some(last) = last else {
             return Ok(Applied::UpToDate);
         };

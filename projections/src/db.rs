@@ -45,11 +45,10 @@ pub fn sqlite_views_path(events_file: &Path) -> PathBuf {
 
 #[derive(Clone, Debug)]
 pub(crate) enum Db {
-    /// `events` reads the event file; `write` is the views file's one writer and `read` its
-    /// readers, so view queries never queue behind view writes. `checkpointer` copies the
-    /// views' WAL back into their file after a rebuild's bulk writes.
+    /// `write` is the views file's one writer and `read` its readers, so view queries never
+    /// queue behind view writes. `checkpointer` copies the views' WAL back into their file
+    /// after a rebuild's bulk writes. (The events are read through the store: see `feed`.)
     Sqlite {
-        events: SqlitePool,
         write: SqlitePool,
         read: SqlitePool,
         checkpointer: SqlitePool,
@@ -61,15 +60,8 @@ impl Db {
     pub(crate) async fn of(store: &dyn EventStore) -> Result<Db, ProjectionError> {
         match store.database() {
             Database::Sqlite(store_pool) => {
-                let events_options: SqliteConnectOptions = (*store_pool.connect_options()).clone();
-                // The event reader and the views writer serve only the follower (and
-                // rebuilds): their SQLite threads start on the views thread, at its priority.
-                let events = on_views_thread(
-                    SqlitePoolOptions::new().max_connections(2),
-                    events_options.clone().read_only(true),
-                )
-                .await?;
-                let views_file = sqlite_views_path(events_options.get_filename());
+                let events_file = store_pool.connect_options().get_filename().to_owned();
+                let views_file = sqlite_views_path(&events_file);
                 // Private like the events file (see `ledger::create_private_file`).
                 ledger::store::create_private_file(&views_file)?;
                 let options = SqliteConnectOptions::new()
@@ -79,6 +71,8 @@ impl Db {
                     .journal_mode(SqliteJournalMode::Wal)
                     .synchronous(SqliteSynchronous::Full)
                     .busy_timeout(Duration::from_secs(10));
+                // The views writer serves only the follower (and rebuilds): its SQLite thread
+                // starts on the views thread, at its priority.
                 let write = on_views_thread(
                     SqlitePoolOptions::new().max_connections(1),
                     // The follower checkpoints in the background (`checkpoint_wal`); the
@@ -102,7 +96,10 @@ impl Db {
                     .run(&write)
                     .await
                     .map_err(|e| ProjectionError::Database(e.to_string()))?;
-                forget_views_of_another_store(&events, &write).await?;
+                let store_id = store.identity().await?.ok_or_else(|| {
+                    ProjectionError::Database("the SQLite store has no identity".into())
+                })?;
+                forget_views_of_another_store(&store_id, &write).await?;
                 let read = SqlitePoolOptions::new()
                     .max_connections(4)
                     .connect_with(options.clone().read_only(true))
@@ -115,7 +112,6 @@ impl Db {
                 )
                 .await?;
                 Ok(Db::Sqlite {
-                    events,
                     write,
                     read,
                     checkpointer,
@@ -143,17 +139,14 @@ async fn on_views_thread(
 /// a backup) its rows describe other events: they are deleted, and the views are built again
 /// from the start by the follower or a rebuild.
 async fn forget_views_of_another_store(
-    events: &SqlitePool,
+    store_id: &str,
     views: &SqlitePool,
 ) -> Result<(), ProjectionError> {
-    let store_id: String = sqlx::query_scalar("SELECT id FROM store_identity")
-        .fetch_one(events)
-        .await?;
     let mut tx = views.begin_with("BEGIN IMMEDIATE").await?;
     let built_from: Option<String> = sqlx::query_scalar("SELECT store_id FROM views_source")
         .fetch_optional(&mut *tx)
         .await?;
-    if built_from.as_deref() != Some(store_id.as_str()) {
+    if built_from.as_deref() != Some(store_id) {
         if built_from.is_some() {
             tracing::warn!(
                 "the views file was built from another event file; building the views again"
@@ -174,7 +167,7 @@ async fn forget_views_of_another_store(
                 .await?;
         }
         sqlx::query("INSERT INTO views_source (store_id) VALUES ($1)")
-            .bind(&store_id)
+            .bind(store_id)
             .execute(&mut *tx)
             .await?;
     }

@@ -2,50 +2,21 @@
 //! reservations that still matter. The live follower loads the part a batch touches from the
 //! view tables, folds the batch and writes back what changed; a rebuild folds the whole log.
 //!
-//! The rules mirror `domain::ProjectState::apply` exactly (verify checks one against the
-//! other); they are restated here because the view keeps only what a usage answer needs
-//! (released reservations are forgotten), which a full `ProjectState` cannot.
+//! The rules are the domain's: a project is folded with [`domain::ProjectUsage::apply`]
+//! (property-tested there against `ProjectState::apply`) and the defaults with
+//! [`domain::Defaults::apply`]. This module only decides what to write back and what the audit
+//! rows say.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use domain::{Deltas, Event, Judged, ProjectId, ReservationId, ResourceName, DEFAULTS_STREAM};
-use ledger::RecordedEvent;
+use domain::{
+    Defaults, Deltas, Event, Judged, ProjectId, ProjectUsage, ReservationId, ResourceName,
+    DEFAULTS_STREAM,
+};
 
 use crate::feed::FeedEvent;
 
 use crate::UsageAfter;
-
-/// A reservation the usage view remembers: held (counts as reserved until `expires_at_ms`) or
-/// committed (its deltas are in `in_use`, and a release frees them).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Kept {
-    pub expires_at_ms: i64,
-    pub deltas: Deltas,
-}
-
-#[derive(Clone, Debug, Default)]
-pub(crate) struct ProjectView {
-    pub in_use: BTreeMap<ResourceName, i64>,
-    pub overrides: BTreeMap<ResourceName, i64>,
-    pub held: HashMap<ReservationId, Kept>,
-    pub committed: HashMap<ReservationId, Kept>,
-}
-
-impl ProjectView {
-    /// Positive deltas of holds still live at `at_ms`, for one resource.
-    pub fn reserved_at(&self, resource: &ResourceName, at_ms: i64) -> i64 {
-        self.held
-            .values()
-            .filter(|hold| at_ms < hold.expires_at_ms)
-            .map(|hold| hold.deltas.get(resource))
-            .filter(|delta| *delta > 0)
-            .fold(0i64, |sum, delta| sum.saturating_add(delta))
-    }
-
-    pub fn in_use(&self, resource: &ResourceName) -> i64 {
-        self.in_use.get(resource).copied().unwrap_or(0)
-    }
-}
 
 /// What a batch changed, so only those rows are written back.
 #[derive(Debug, Default)]
@@ -104,22 +75,10 @@ pub(crate) fn owner(stream: &str) -> Owner<'_> {
     }
 }
 
-/// Decodes a stored event; an unreadable one is skipped (and logged) the same way on every
-/// path, so the live views, a rebuild and verify still agree with each other.
-pub(crate) fn decode(recorded: &RecordedEvent) -> Option<Event> {
-    match recorded.decode() {
-        Ok(event) => Some(event),
-        Err(error) => {
-            tracing::error!(position = recorded.position, stream = %recorded.stream, %error, "skipping an unreadable event");
-            None
-        }
-    }
-}
-
 #[derive(Debug, Default)]
 pub(crate) struct ViewState {
-    pub defaults: BTreeMap<ResourceName, i64>,
-    pub projects: HashMap<String, ProjectView>,
+    pub defaults: Defaults,
+    pub projects: HashMap<String, ProjectUsage>,
     /// Tracked only when the state will be written back as a diff.
     pub changes: Option<Changes>,
 }
@@ -128,19 +87,15 @@ impl ViewState {
     /// Folds one event; returns its audit row when `audit` is asked for.
     pub fn apply(&mut self, recorded: &FeedEvent, audit: bool) -> Option<AuditRow> {
         let event = &recorded.event;
-        let at_ms = recorded.recorded_at.timestamp_millis();
         match owner(&recorded.stream) {
             Owner::Other => None,
             Owner::Defaults => {
                 let named = limits_named(None, event);
                 let before = limits_before(&self.defaults, None, named.as_deref(), audit);
-                if let Event::DefaultLimitsSet { limits } = event {
-                    for (resource, limit) in limits {
-                        self.defaults.insert(resource.clone(), limit.value());
-                    }
-                    if let Some(changes) = &mut self.changes {
-                        changes.limits.insert(DEFAULTS_STREAM.to_owned());
-                    }
+                self.defaults.apply(event);
+                if let (Event::DefaultLimitsSet { .. }, Some(changes)) = (event, &mut self.changes)
+                {
+                    changes.limits.insert(DEFAULTS_STREAM.to_owned());
                 }
                 audit.then(|| {
                     let change = limits_change(event, before, &self.defaults, None, named);
@@ -160,14 +115,25 @@ impl ViewState {
                         return None;
                     }
                     self.projects
-                        .insert(project.to_owned(), ProjectView::default());
+                        .insert(project.to_owned(), ProjectUsage::default());
                 }
                 let view = self.projects.get_mut(project)?;
                 let before = audit.then(|| touched_before(view, event));
                 let named = limits_named(Some(view), event);
                 let limits_before =
                     limits_before(&self.defaults, Some(view), named.as_deref(), audit);
-                apply_to_project(view, project, event, self.changes.as_mut());
+                let change = view.apply(event);
+                if let Some(changes) = &mut self.changes {
+                    for resource in change.in_use {
+                        changes.in_use.insert((project.to_owned(), resource));
+                    }
+                    if let Some(id) = change.reservation {
+                        changes.reservations.insert((project.to_owned(), id));
+                    }
+                    if change.limits {
+                        changes.limits.insert(project.to_owned());
+                    }
+                }
                 let (kept_deltas, touched) = before?;
                 let change = limits_change(event, limits_before, &self.defaults, Some(view), named);
                 let usage_after = match event {
@@ -179,7 +145,7 @@ impl ViewState {
                             r,
                             UsageAfter {
                                 in_use: view.in_use(r),
-                                reserved: view.reserved_at(r, at_ms),
+                                reserved: view.reserved_at(r, recorded.recorded_at),
                             },
                         )
                     })),
@@ -199,7 +165,7 @@ impl ViewState {
 
 /// The resources whose limits a limits event changes: those it sets, or for a reset the
 /// project's overrides (before it applies). `None` for other events.
-fn limits_named(view: Option<&ProjectView>, event: &Event) -> Option<Vec<ResourceName>> {
+fn limits_named(view: Option<&ProjectUsage>, event: &Event) -> Option<Vec<ResourceName>> {
     match event {
         Event::LimitsSet { limits, .. } | Event::DefaultLimitsSet { limits } => {
             Some(limits.keys().cloned().collect())
@@ -213,8 +179,8 @@ fn limits_named(view: Option<&ProjectView>, event: &Event) -> Option<Vec<Resourc
 
 /// The effective limits of `named` before a limits event applies, when its audit row is made.
 fn limits_before(
-    defaults: &BTreeMap<ResourceName, i64>,
-    project: Option<&ProjectView>,
+    defaults: &Defaults,
+    project: Option<&ProjectUsage>,
     named: Option<&[ResourceName]>,
     audit: bool,
 ) -> Option<String> {
@@ -226,17 +192,17 @@ fn limits_before(
 /// `{resource: limit}` JSON of the effective limits of `named`: the project's override, else
 /// the default (only the defaults when there is no project).
 fn effective_limits(
-    defaults: &BTreeMap<ResourceName, i64>,
-    project: Option<&ProjectView>,
+    defaults: &Defaults,
+    project: Option<&ProjectUsage>,
     named: &[ResourceName],
 ) -> String {
     let limits: BTreeMap<&str, i64> = named
         .iter()
         .filter_map(|resource| {
             project
-                .and_then(|view| view.overrides.get(resource))
-                .or_else(|| defaults.get(resource))
-                .map(|limit| (resource.as_str(), *limit))
+                .and_then(|view| view.overrides.get(resource).copied())
+                .or_else(|| defaults.limit(resource))
+                .map(|limit| (resource.as_str(), limit.value()))
         })
         .collect();
     serde_json::to_string(&limits).unwrap_or_else(|_| String::from("{}"))
@@ -246,8 +212,8 @@ fn effective_limits(
 fn limits_change(
     event: &Event,
     before: Option<String>,
-    defaults: &BTreeMap<ResourceName, i64>,
-    project: Option<&ProjectView>,
+    defaults: &Defaults,
+    project: Option<&ProjectUsage>,
     named: Option<Vec<ResourceName>>,
 ) -> LimitsChange {
     let (Some(before), Some(named)) = (before, named) else {
@@ -279,10 +245,10 @@ fn judged_usage(judged: &Judged) -> UsageAfter {
 
 /// Before applying: the deltas of the reservation the event names (commits and releases do
 /// not carry them) and the resources whose usage the audit row reports.
-fn touched_before(view: &ProjectView, event: &Event) -> (Option<Deltas>, Vec<ResourceName>) {
+fn touched_before(view: &ProjectUsage, event: &Event) -> (Option<Deltas>, Vec<ResourceName>) {
     let kept = event
         .reservation_id()
-        .and_then(|id| view.held.get(&id).or_else(|| view.committed.get(&id)))
+        .and_then(|id| view.reservation(&id))
         .map(|kept| kept.deltas.clone());
     let touched = match event {
         Event::ReservationRequested { deltas, .. } | Event::ReservationDenied { deltas, .. } => {
@@ -299,88 +265,6 @@ fn touched_before(view: &ProjectView, event: &Event) -> (Option<Deltas>, Vec<Res
         Event::UsageCorrected { resource, .. } => vec![resource.clone()],
     };
     (kept, touched)
-}
-
-fn apply_to_project(
-    view: &mut ProjectView,
-    project: &str,
-    event: &Event,
-    changes: Option<&mut Changes>,
-) {
-    let mut touched_in_use: Vec<ResourceName> = Vec::new();
-    let mut touched_reservation = None;
-    let mut touched_limits = false;
-    match event {
-        Event::DefaultLimitsSet { .. } | Event::ReservationDenied { .. } => {}
-        Event::LimitsSet { limits, .. } => {
-            for (resource, limit) in limits {
-                view.overrides.insert(resource.clone(), limit.value());
-            }
-            touched_limits = true;
-        }
-        Event::LimitsReset => {
-            view.overrides.clear();
-            touched_limits = true;
-        }
-        Event::ReservationRequested {
-            reservation_id,
-            deltas,
-            expires_at,
-        } => {
-            // As in the domain, a request replaces whatever the id held before.
-            view.committed.remove(reservation_id);
-            view.held.insert(
-                *reservation_id,
-                Kept {
-                    expires_at_ms: expires_at.timestamp_millis(),
-                    deltas: deltas.clone(),
-                },
-            );
-            touched_reservation = Some(*reservation_id);
-        }
-        Event::ReservationCommitted { reservation_id } => {
-            if let Some(kept) = view.held.remove(reservation_id) {
-                for (resource, delta) in kept.deltas.iter() {
-                    let used = view.in_use.entry(resource.clone()).or_default();
-                    *used = used.saturating_add(delta);
-                    touched_in_use.push(resource.clone());
-                }
-                view.committed.insert(*reservation_id, kept);
-                touched_reservation = Some(*reservation_id);
-            }
-        }
-        Event::ReservationReleased { reservation_id, .. } => {
-            if view.held.remove(reservation_id).is_some() {
-                touched_reservation = Some(*reservation_id);
-            } else if let Some(kept) = view.committed.remove(reservation_id) {
-                for (resource, delta) in kept.deltas.iter() {
-                    let used = view.in_use.entry(resource.clone()).or_default();
-                    *used = used.saturating_sub(delta);
-                    touched_in_use.push(resource.clone());
-                }
-                touched_reservation = Some(*reservation_id);
-            }
-        }
-        Event::UsageCorrected {
-            resource,
-            in_use_after,
-            ..
-        } => {
-            view.in_use.insert(resource.clone(), *in_use_after);
-            touched_in_use.push(resource.clone());
-        }
-    }
-    if let Some(changes) = changes {
-        for resource in touched_in_use {
-            changes.in_use.insert((project.to_owned(), resource));
-        }
-        if let Some(id) = touched_reservation {
-            changes.reservations.insert((project.to_owned(), id));
-        }
-        if touched_limits {
-            changes.limits.insert(project.to_owned());
-        }
-    }
 }
 
 fn audit_row(
@@ -410,9 +294,9 @@ fn audit_row(
         event_type: event.type_name(),
         reservation_id: event.reservation_id().map(|id| id.to_string()),
         deltas: deltas.map(|d| deltas_json(&d)),
-        actor: recorded.actor.clone(),
-        request_id: recorded.request_id.clone(),
-        principal: recorded.principal.clone(),
+        actor: recorded.metadata.actor.clone(),
+        request_id: recorded.metadata.request_id.clone(),
+        principal: recorded.metadata.principal.clone(),
         reason,
         usage_after,
         change,
@@ -488,9 +372,10 @@ mod tests {
             stream: stream.to_owned(),
             version: 0,
             recorded_at: chrono::DateTime::from_timestamp_millis(0).unwrap(),
-            actor: None,
-            request_id: None,
-            principal: Some("admin".into()),
+            metadata: ledger::Metadata {
+                principal: Some("admin".into()),
+                ..ledger::Metadata::default()
+            },
             event,
         };
         state.apply(&feed, true).expect("an audit row")

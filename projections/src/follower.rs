@@ -1,6 +1,11 @@
 //! Following the feed live: wake when this process appends (the store's head watch, which on
 //! PostgreSQL also carries other nodes' NOTIFY), re-check periodically for anything missed,
 //! and apply batch after batch until caught up.
+//!
+//! A batch that fails (an event that does not decode, a database error) is never passed over:
+//! the follower tries it again, waiting longer after each failure (100 ms doubling to 30 s),
+//! and until one succeeds the views report themselves degraded, with the reason (see
+//! [`crate::ViewHealth`]); every failure is counted.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,20 +29,37 @@ const RECHECK_EVERY: Duration = Duration::from_millis(500);
 const COALESCE_FOR: Duration = Duration::from_millis(500);
 /// How often, while views are written, their WAL is copied back into their file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
-/// Wait after a failure before trying again (the database may be restarting).
-const RETRY_AFTER: Duration = Duration::from_millis(200);
+/// The wait after a first failure before trying again (the database may be restarting); it
+/// doubles with each failure in a row, up to `RETRY_AT_MOST`.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_AT_MOST: Duration = Duration::from_secs(30);
+
+/// The wait before the next try after `failures` failures in a row (at least 1).
+pub(crate) fn retry_after(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    RETRY_FIRST
+        .saturating_mul(1 << doublings)
+        .min(RETRY_AT_MOST)
+}
 
 pub(crate) fn spawn(inner: Arc<Inner>, mut shutdown: watch::Receiver<bool>) {
     let mut head = inner.store.watch_head();
     let mut wanted = inner.wanted.subscribe();
     crate::background::spawn(async move {
         let mut last_checkpoint = Instant::now();
+        let mut failures_in_a_row = 0u32;
         loop {
             if *shutdown.borrow() {
                 return;
             }
             head.mark_unchanged();
-            match inner.apply_next_batch().await {
+            let applied = inner.apply_next_batch().await;
+            if applied.is_ok() && failures_in_a_row > 0 {
+                failures_in_a_row = 0;
+                inner.health.recovered();
+                tracing::info!("the views follow the events again");
+            }
+            match applied {
                 Ok(Applied::Advanced(position)) => {
                     if last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
                         inner.db.checkpoint_wal();
@@ -63,9 +85,17 @@ pub(crate) fn spawn(inner: Arc<Inner>, mut shutdown: watch::Receiver<bool>) {
                 Ok(Applied::Raced) => continue,
                 Ok(Applied::UpToDate) => {}
                 Err(error) => {
-                    tracing::warn!(error = ?error, "projection follower failed; retrying");
+                    failures_in_a_row = failures_in_a_row.saturating_add(1);
+                    let pause = retry_after(failures_in_a_row);
+                    inner.health.failed(&error);
+                    tracing::error!(
+                        error = %error,
+                        detail = ?error,
+                        retry_in_ms = pause.as_millis() as u64,
+                        "a view batch failed; the views wait here and try it again"
+                    );
                     tokio::select! {
-                        _ = tokio::time::sleep(RETRY_AFTER) => {}
+                        _ = tokio::time::sleep(pause) => {}
                         _ = shutdown.changed() => return,
                     }
                     continue;
@@ -83,4 +113,21 @@ pub(crate) fn spawn(inner: Arc<Inner>, mut shutdown: watch::Receiver<bool>) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_from_100_ms_to_30_s() {
+        let waits: Vec<u64> = [1, 2, 3, 4, 9, 10, 11, 1000, u32::MAX]
+            .into_iter()
+            .map(|n| retry_after(n).as_millis() as u64)
+            .collect();
+        assert_eq!(
+            waits,
+            [100, 200, 400, 800, 25_600, 30_000, 30_000, 30_000, 30_000]
+        );
+    }
 }

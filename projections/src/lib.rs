@@ -9,7 +9,9 @@
 //!   transaction; `follower`: doing that whenever the feed moves.
 //! - `usage`, `audit`: the queries; `point_in_time`: usage at a past instant, replayed from the
 //!   streams with the domain's fold.
-//! - `rebuild`: blue/green rebuilds; `verify`: the domain's replay compared with the views.
+//! - `feed`: the views' only reader of the events (`EventStore::read_feed`, the codec).
+//! - `rebuild`: blue/green rebuilds; `verify`: the domain's replay, read stream by stream,
+//!   compared with the views; `health`: which views are degraded and why.
 //!
 //! Several nodes may run [`Projections::start`] on one PostgreSQL database: view writers
 //! serialise on an advisory lock and move checkpoints only from the position they read, so no
@@ -22,6 +24,7 @@ mod db;
 mod feed;
 mod fold;
 mod follower;
+mod health;
 mod point_in_time;
 mod rebuild;
 mod tables;
@@ -38,6 +41,7 @@ use tokio::sync::watch;
 pub use audit::{decode_cursor, encode_cursor};
 pub use db::sqlite_views_path;
 use domain::{Deltas, Limit, ProjectId, ReservationId, ResourceName, Timestamp};
+pub use health::ViewHealth;
 use ledger::{EventStore, Position, StoreError};
 
 /// The views this crate maintains, by name (as in `/v1/admin/projections/{name}/rebuild`).
@@ -171,12 +175,16 @@ pub struct Difference {
 /// What the background tasks share with the handle.
 pub(crate) struct Inner {
     store: Arc<dyn EventStore>,
+    /// The views' only reader of the events.
+    feed: feed::Feed,
     db: db::Db,
     /// The position this process last saw every view reach (a lower bound of the truth).
     applied: watch::Sender<Position>,
     /// The highest position a reader of this process has waited for ([`Projections::wait_for`]):
     /// the follower stops gathering events once it is beyond what the views have applied.
     wanted: watch::Sender<Position>,
+    /// Whether the follower's batches succeed.
+    health: health::Health,
     /// Test hook: the next batch fails after writing its rows, before its checkpoint.
     fail_before_checkpoint: AtomicBool,
     /// One rebuild at a time in this process.
@@ -243,10 +251,12 @@ impl Projections {
         let heads = tx.heads().await?;
         tx.commit().await?;
         let inner = Arc::new(Inner {
+            feed: feed::Feed::new(store.clone()),
             store,
             db,
             applied: watch::Sender::new(checkpoint::applied_position(&heads)),
             wanted: watch::Sender::new(0),
+            health: health::Health::default(),
             fail_before_checkpoint: AtomicBool::new(false),
             rebuild_lock: tokio::sync::Mutex::new(()),
         });
@@ -337,6 +347,12 @@ impl Projections {
             .collect())
     }
 
+    /// Each view's health on this node: failed batches so far, and why it is not following
+    /// the events while it is not (its follower retries).
+    pub fn health(&self) -> Vec<ViewHealth> {
+        self.inner.health.report()
+    }
+
     /// Starts rebuilding a view beside the live one; returns at once (HTTP 202).
     pub async fn request_rebuild(self: &Arc<Self>, name: &str) -> Result<(), ProjectionError> {
         let views = view_names(Some(name))?;
@@ -373,6 +389,14 @@ impl Projections {
                 return Ok(*self.inner.applied.borrow());
             }
         }
+    }
+
+    /// Fault injection for tests: the views' reader of the feed leaves out the event at
+    /// `position` from now on, as a buggy reader would. `verify`, which reads the events by a
+    /// path of its own, must report the difference.
+    #[doc(hidden)]
+    pub fn drop_event_from_feed(&self, position: Position) {
+        self.inner.feed.drop_position(position);
     }
 
     /// Fault injection for tests: the next batch writes its rows, then fails before moving its

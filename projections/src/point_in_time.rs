@@ -5,9 +5,19 @@ use domain::{Defaults, Limit, ProjectId, ProjectState, Timestamp, DEFAULTS_STREA
 use ledger::store::MAX_READ_COUNT;
 use ledger::{EventStore, Position, RecordedEvent};
 
-use crate::fold::decode;
 use crate::usage::resource_usage;
 use crate::{ProjectionError, UsageReport};
+
+/// The domain's event, decoded with the codec; an event that does not decode is an error,
+/// never passed over.
+pub(crate) fn decode(recorded: &RecordedEvent) -> Result<domain::Event, ProjectionError> {
+    recorded
+        .decode()
+        .map_err(|error| ProjectionError::Undecodable {
+            position: recorded.position,
+            message: error.to_string(),
+        })
+}
 
 /// Every event of `stream`, in version order.
 pub(crate) async fn read_stream(
@@ -35,19 +45,15 @@ pub(crate) async fn usage_at(
     let mut defaults = Defaults::default();
     for recorded in read_stream(store, DEFAULTS_STREAM).await? {
         if recorded.event.recorded_at <= at {
-            if let Some(event) = decode(&recorded) {
-                defaults.apply(&event);
-                position = position.max(recorded.position);
-            }
+            defaults.apply(&decode(&recorded)?);
+            position = position.max(recorded.position);
         }
     }
     let mut state = ProjectState::new(project.clone());
     for recorded in read_stream(store, &project.stream()).await? {
         if recorded.event.recorded_at <= at {
-            if let Some(event) = decode(&recorded) {
-                state.apply(&event, recorded.event.recorded_at);
-                position = position.max(recorded.position);
-            }
+            state.apply(&decode(&recorded)?, recorded.event.recorded_at);
+            position = position.max(recorded.position);
         }
     }
     let resources = state

@@ -11,7 +11,7 @@ use crate::checkpoint::{
     applied_position, code_version, head_of, Applied, AUDIT, BATCH_EVENTS, USAGE,
 };
 use crate::db::Db;
-use crate::feed::FeedEvent;
+use crate::feed::{Feed, FeedEvent};
 use crate::fold::ViewState;
 use crate::tables::{FullPart, ViewHead};
 use crate::{Inner, ProjectionError};
@@ -54,7 +54,7 @@ type PageRead =
 /// Pages are position ranges, so several can be read and decoded at once (on SQLite, on
 /// separate read connections).
 pub(crate) struct Pages {
-    db: Db,
+    feed: Feed,
     ahead: std::collections::VecDeque<PageRead>,
     /// The end of the last range requested.
     requested: Position,
@@ -65,9 +65,9 @@ pub(crate) struct Pages {
 const PAGES_AHEAD: usize = 2;
 
 impl Pages {
-    pub(crate) fn new(db: Db, after: Position, until: Position) -> Pages {
+    pub(crate) fn new(feed: Feed, after: Position, until: Position) -> Pages {
         let mut pages = Pages {
-            db,
+            feed,
             ahead: Default::default(),
             requested: after,
             until,
@@ -81,9 +81,10 @@ impl Pages {
             let after = self.requested;
             let to = after.saturating_add(PAGE_EVENTS as u64).min(self.until);
             self.requested = to;
-            let db = self.db.clone();
+            let feed = self.feed.clone();
             self.ahead.push_back(tokio::spawn(async move {
-                crate::feed::read(&db, after, to, PAGE_EVENTS).await
+                // Every event of the range, or an error: a page is never cut short.
+                feed.read(after, to, PAGE_EVENTS, false).await
             }));
         }
     }
@@ -298,7 +299,7 @@ impl Inner {
         }
         let to = live.max(*position);
         let mut audit_rows = Vec::new();
-        let mut pages = Pages::new(self.db.clone(), *position, to);
+        let mut pages = Pages::new(self.feed.clone(), *position, to);
         while let Some(page) = pages.next().await? {
             for recorded in &page {
                 audit_rows.extend(state.apply(recorded, audit_gen.is_some()));
@@ -337,7 +338,7 @@ impl Inner {
         progress: Progress<'_>,
     ) -> Result<Position, ProjectionError> {
         let mut position = after;
-        let mut pages = Pages::new(self.db.clone(), after, until);
+        let mut pages = Pages::new(self.feed.clone(), after, until);
         let mut pages_written = 0u64;
         while let Some(page) = pages.next().await? {
             let mut audit_rows = Vec::new();
@@ -356,8 +357,8 @@ impl Inner {
             }
             progress(position, until);
         }
-        // Every range up to `until` was read (positions have no gaps; a page may be empty
-        // only where every event was unreadable).
+        // Every range up to `until` was read (positions have no gaps, and a read fails rather
+        // than leave out an event it cannot decode).
         Ok(until.max(after))
     }
 
@@ -401,18 +402,22 @@ impl Inner {
     async fn write_full(&self, generation: i64, state: &ViewState) -> Result<(), ProjectionError> {
         let defaults = domain::DEFAULTS_STREAM;
         let mut part = FullPart::default();
-        part.limits
-            .extend(state.defaults.iter().map(|(r, l)| (defaults, r, *l)));
+        part.limits.extend(
+            state
+                .defaults
+                .limits
+                .iter()
+                .map(|(r, l)| (defaults, r, l.value())),
+        );
         // In key order, so every insert appends to the tables' B-trees.
-        let mut projects: Vec<(&String, &crate::fold::ProjectView)> =
-            state.projects.iter().collect();
+        let mut projects: Vec<(&String, &domain::ProjectUsage)> = state.projects.iter().collect();
         projects.sort_unstable_by_key(|(project, _)| *project);
         for (project, view) in projects {
             let p = project.as_str();
             part.in_use
                 .extend(view.in_use.iter().map(|(r, v)| (p, r, *v)));
             part.limits
-                .extend(view.overrides.iter().map(|(r, l)| (p, r, *l)));
+                .extend(view.overrides.iter().map(|(r, l)| (p, r, l.value())));
             let first = part.reservations.len();
             part.reservations
                 .extend(view.held.iter().map(|(id, k)| (p, *id, true, k)));

@@ -2,11 +2,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use domain::{ReservationId, ResourceName, DEFAULTS_STREAM};
+use domain::{Limit, LiveReservation, ReservationId, ResourceName, DEFAULTS_STREAM};
 use sqlx::{Postgres, QueryBuilder, Sqlite, Transaction};
 
 use crate::db::{Db, ROWS_PER_STATEMENT};
-use crate::fold::{parse_deltas, Changes, Kept, ViewState};
+use crate::fold::{parse_deltas, Changes, ViewState};
 use crate::ProjectionError;
 
 /// A transaction on the views' database: a writer's (exclusive among view writers) or a
@@ -51,11 +51,15 @@ pub(crate) struct StoredReservation {
     pub project: String,
     pub id: ReservationId,
     pub held: bool,
-    pub kept: Kept,
+    pub kept: LiveReservation,
 }
 
 fn corrupt(what: &str) -> ProjectionError {
     ProjectionError::CorruptView(what.to_owned())
+}
+
+fn limit(value: i64) -> Result<Limit, ProjectionError> {
+    Limit::new(value).map_err(|_| corrupt("limit"))
 }
 
 fn resource(name: &str) -> Result<ResourceName, ProjectionError> {
@@ -272,16 +276,19 @@ impl Tx {
                 q.push(")");
                 q.build_query_as().fetch_all(&mut *c).await?
             });
-            for (project, name, limit) in rows {
+            for (project, name, value) in rows {
                 if project == DEFAULTS_STREAM {
-                    state.defaults.insert(resource(&name)?, limit);
+                    state
+                        .defaults
+                        .limits
+                        .insert(resource(&name)?, limit(value)?);
                 } else {
                     state
                         .projects
                         .entry(project)
                         .or_default()
                         .overrides
-                        .insert(resource(&name)?, limit);
+                        .insert(resource(&name)?, limit(value)?);
                 }
             }
         }
@@ -460,21 +467,21 @@ impl Tx {
                 .iter()
                 .flat_map(|owner| {
                     let limits = if *owner == DEFAULTS_STREAM {
-                        Some(&state.defaults)
+                        Some(&state.defaults.limits)
                     } else {
                         state.projects.get(*owner).map(|v| &v.overrides)
                     };
                     limits
                         .into_iter()
                         .flatten()
-                        .map(move |(r, l)| (*owner, r, *l))
+                        .map(move |(r, l)| (*owner, r, l.value()))
                 })
                 .collect();
             self.insert_limits(generation, &limits).await?;
         }
 
         let mut gone: Vec<(&str, String)> = Vec::new();
-        let mut kept: Vec<(&str, ReservationId, bool, &Kept)> = Vec::new();
+        let mut kept: Vec<(&str, ReservationId, bool, &LiveReservation)> = Vec::new();
         for (project, id) in &changes.reservations {
             let view = state.projects.get(project);
             if let Some(k) = view.and_then(|v| v.held.get(id)) {
@@ -559,7 +566,7 @@ impl Tx {
     async fn upsert_reservations(
         &mut self,
         generation: i64,
-        rows: &[(&str, ReservationId, bool, &Kept)],
+        rows: &[(&str, ReservationId, bool, &LiveReservation)],
     ) -> Result<(), ProjectionError> {
         let insert = self.multi_row_insert();
         for chunk in rows.chunks(ROWS_PER_STATEMENT) {
@@ -572,7 +579,7 @@ impl Tx {
                         .push_bind(*p)
                         .push_bind(id.to_string())
                         .push_bind(i64::from(*held))
-                        .push_bind(kept.expires_at_ms)
+                        .push_bind(kept.expires_at.timestamp_millis())
                         .push_bind(crate::fold::deltas_json(&kept.deltas));
                 });
                 q.push(
@@ -707,7 +714,7 @@ pub(crate) enum NumberTable {
 pub(crate) struct FullPart<'a> {
     pub in_use: Vec<(&'a str, &'a ResourceName, i64)>,
     pub limits: Vec<(&'a str, &'a ResourceName, i64)>,
-    pub reservations: Vec<(&'a str, ReservationId, bool, &'a Kept)>,
+    pub reservations: Vec<(&'a str, ReservationId, bool, &'a LiveReservation)>,
 }
 
 #[derive(Debug, Default)]
@@ -725,8 +732,9 @@ fn stored_reservation(
         project,
         id: ReservationId::parse(&id).map_err(|_| corrupt("reservation id"))?,
         held: held != 0,
-        kept: Kept {
-            expires_at_ms,
+        kept: LiveReservation {
+            expires_at: chrono::DateTime::from_timestamp_millis(expires_at_ms)
+                .ok_or_else(|| corrupt("reservation expiry"))?,
             deltas: parse_deltas(&deltas).ok_or_else(|| corrupt("reservation deltas"))?,
         },
     })

@@ -1,6 +1,9 @@
 //! Verify: replay every event with the domain's own fold (`ProjectState::apply`,
-//! `Defaults::apply`) and list every stored row of the views that differs. The views are
-//! folded by this crate's code; the replay is the domain's, so a bug in either shows.
+//! `Defaults::apply`) and list every stored row of the views that differs. The replay reads
+//! the events by a path of its own, stream by stream (`EventStore::stream_names` and
+//! `read_stream`), not through the views' reader of the feed, and folds with the full
+//! `ProjectState` rather than the views' fold: so a bug in the views' reader or fold shows as
+//! a difference instead of being repeated by the check.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -8,9 +11,11 @@ use domain::{
     Defaults, Event, ProjectId, ProjectState, ReservationId, ReservationStatus, DEFAULTS_STREAM,
 };
 
+use ledger::store::MAX_READ_COUNT;
+
 use crate::checkpoint::{head_of, AUDIT, USAGE};
 use crate::fold::{owner, Owner};
-use crate::rebuild::Pages;
+use crate::point_in_time::{decode, read_stream};
 use crate::tables::NumberTable;
 use crate::{Difference, Inner, ProjectionError};
 
@@ -88,33 +93,49 @@ impl Inner {
         let mut projects: HashMap<String, (ProjectState, BTreeSet<ReservationId>)> = HashMap::new();
         let mut expected_positions = BTreeSet::new();
         let until = usage.position.max(audit.position);
-        let mut pages = Pages::new(self.db.clone(), 0, until);
-        while let Some(page) = pages.next().await? {
-            for recorded in &page {
-                let event = &recorded.event;
-                let owner = owner(&recorded.stream);
-                if recorded.position <= audit.position && !matches!(owner, Owner::Other) {
-                    expected_positions.insert(crate::db::to_i64(recorded.position));
-                }
-                if recorded.position > usage.position {
-                    continue;
-                }
-                match owner {
-                    Owner::Defaults => defaults.apply(event),
-                    Owner::Project(project) => {
-                        let Some(id) = ProjectId::from_stream(&recorded.stream) else {
-                            continue;
-                        };
-                        let (state, ids) = projects
-                            .entry(project.to_owned())
-                            .or_insert_with(|| (ProjectState::new(id), BTreeSet::new()));
-                        if let Event::ReservationRequested { reservation_id, .. } = event {
-                            ids.insert(*reservation_id);
-                        }
-                        state.apply(event, recorded.recorded_at);
+        let mut after = String::new();
+        loop {
+            let names = self.store.stream_names(&after, MAX_READ_COUNT).await?;
+            for stream in &names {
+                let owner = owner(stream);
+                let project = match owner {
+                    Owner::Other => continue,
+                    Owner::Defaults => None,
+                    Owner::Project(_) => match ProjectId::from_stream(stream) {
+                        Some(id) => Some(id),
+                        None => continue,
+                    },
+                };
+                // A stream's versions are in position order: stop at the later checkpoint.
+                for recorded in read_stream(&*self.store, stream).await? {
+                    if recorded.position > until {
+                        break;
                     }
-                    Owner::Other => {}
+                    if recorded.position <= audit.position {
+                        expected_positions.insert(crate::db::to_i64(recorded.position));
+                    }
+                    if recorded.position > usage.position {
+                        continue;
+                    }
+                    let event = decode(&recorded)?;
+                    match &project {
+                        None => defaults.apply(&event),
+                        Some(id) => {
+                            let (state, ids) =
+                                projects.entry(id.as_str().to_owned()).or_insert_with(|| {
+                                    (ProjectState::new(id.clone()), BTreeSet::new())
+                                });
+                            if let Event::ReservationRequested { reservation_id, .. } = &event {
+                                ids.insert(*reservation_id);
+                            }
+                            state.apply(&event, recorded.event.recorded_at);
+                        }
+                    }
                 }
+            }
+            match names.last() {
+                Some(last) if names.len() >= MAX_READ_COUNT => after = last.clone(),
+                _ => break,
             }
         }
         let mut expected = Numbers::default();

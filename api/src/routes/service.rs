@@ -12,22 +12,46 @@ use crate::server::AppState;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Health {
-    /// `ok` while the server is serving.
+    /// `ok` while the server is serving and its views follow the events; `degraded` while a
+    /// view on this node cannot apply the next events (it keeps retrying; `views` says which
+    /// and why). Decisions are taken either way, so the answer stays 200.
     pub status: String,
     /// `sqlite` or `postgres`.
     pub store: String,
     /// Whether the usage and audit views run on this node.
     pub projections: bool,
+    /// The views that are degraded, with the reason; empty when there are none.
+    pub views: Vec<DegradedView>,
 }
 
-/// Liveness; needs no token.
+/// A view that is not following the events, and why.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct DegradedView {
+    /// `usage` or `audit`.
+    pub name: String,
+    pub reason: String,
+}
+
+/// Liveness, and whether the views follow the events; needs no token.
 #[utoipa::path(get, path = "/healthz", tag = "service",
-    responses((status = 200, description = "Serving", body = Health)))]
+    responses((status = 200, description = "Serving (`status` says whether degraded)", body = Health)))]
 pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
+    let views: Vec<DegradedView> = state
+        .projections
+        .iter()
+        .flat_map(|projections| projections.health())
+        .filter_map(|view| {
+            Some(DegradedView {
+                reason: view.degraded?,
+                name: view.name,
+            })
+        })
+        .collect();
     Json(Health {
-        status: "ok".into(),
+        status: if views.is_empty() { "ok" } else { "degraded" }.into(),
         store: state.ledger.store().backend().into(),
         projections: state.projections.is_some(),
+        views,
     })
 }
 

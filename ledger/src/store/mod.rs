@@ -78,6 +78,37 @@ impl RecordedEvent {
     }
 }
 
+/// An event of the global feed in the form a follower of the whole log needs
+/// ([`EventStore::read_feed`]): a stored row's columns as stored (no event id), its body kept
+/// as the stored JSON text, decoded only by [`FeedEvent::decode`] with the domain's codec.
+/// Carries the whole [`Metadata`], so a field added there reaches followers with no change
+/// to them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FeedEvent {
+    pub position: Position,
+    pub stream: String,
+    pub version: u64,
+    pub event_type: String,
+    pub schema_version: u16,
+    /// The body as stored: JSON text.
+    pub data: String,
+    pub metadata: Metadata,
+    pub recorded_at: Timestamp,
+}
+
+impl FeedEvent {
+    /// The domain's event, decoded with the codec; a body that is not JSON is `Malformed`.
+    pub fn decode(&self) -> Result<domain::Event, domain::DecodeError> {
+        let data: serde_json::Value =
+            serde_json::from_str(&self.data).map_err(|e| domain::DecodeError::Malformed {
+                event_type: self.event_type.chars().take(64).collect(),
+                version: self.schema_version,
+                message: e.to_string(),
+            })?;
+        domain::decode(&self.event_type, self.schema_version, &data)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExpectedVersion {
     /// No check at all.
@@ -226,6 +257,26 @@ pub trait EventStore: Send + Sync + 'static {
         max_count: usize,
     ) -> Result<Vec<RecordedEvent>, StoreError>;
 
+    /// The global feed for followers of the whole log (the views): events after `after`, in
+    /// commit order, at most `max_count` (capped at [`MAX_READ_COUNT`]), in the lean
+    /// [`FeedEvent`] form. Like [`EventStore::read_all`], a reader that continues from the
+    /// last position it saw never misses an event.
+    async fn read_feed(
+        &self,
+        after: Position,
+        max_count: usize,
+    ) -> Result<Vec<FeedEvent>, StoreError>;
+
+    /// The names of the streams that have events, in name order, after `after` (`""` for the
+    /// first page), at most `max_count` (capped at [`MAX_READ_COUNT`]): with
+    /// [`EventStore::read_stream`], a way to every event that does not go through the feed.
+    async fn stream_names(&self, after: &str, max_count: usize) -> Result<Vec<String>, StoreError>;
+
+    /// An id made when the store was created, if the backend keeps one (SQLite): whatever is
+    /// derived from one store's events and kept elsewhere (the views' own file) records it,
+    /// and is never applied to another store's events.
+    async fn identity(&self) -> Result<Option<String>, StoreError>;
+
     /// The stream's latest snapshot (see [`StreamAppend::snapshot`]), if it has one.
     async fn read_snapshot(&self, stream: &str) -> Result<Option<EncodedSnapshot>, StoreError>;
 
@@ -273,12 +324,15 @@ fn metadata_field(value: Option<String>) -> Option<String> {
     value.filter(|s| !s.is_empty())
 }
 
+/// The metadata columns, as [`metadata_of`] reads them: every read of events selects these.
+pub(crate) const METADATA_COLUMNS: &str = "actor, request_id, correlation_id, principal";
+
 pub(crate) fn timestamp_from_ms(ms: i64) -> Result<Timestamp, StoreError> {
     chrono::DateTime::from_timestamp_millis(ms)
         .ok_or_else(|| StoreError::Corrupt(format!("recorded_at {ms} out of range")))
 }
 
-/// The metadata of a stored row, whose columns are named as the fields are.
+/// The [`Metadata`] of a row that selected [`METADATA_COLUMNS`], read by column name.
 pub(crate) fn metadata_of<R>(row: &R) -> Result<Metadata, StoreError>
 where
     R: sqlx::Row,

@@ -15,8 +15,8 @@ use tokio::sync::watch;
 
 use super::{files, plan, OpenMode};
 use super::{
-    metadata_of, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore, Position,
-    RecordedEvent, StoreError, StreamAppend,
+    metadata_of, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore, FeedEvent,
+    Position, RecordedEvent, StoreError, StreamAppend, METADATA_COLUMNS,
 };
 use domain::EncodedSnapshot;
 
@@ -382,6 +382,26 @@ fn decode_row(row: &SqliteRow) -> Result<RecordedEvent, StoreError> {
     })
 }
 
+/// The columns [`feed_event`] reads, in its order (the metadata's by name).
+fn feed_columns() -> String {
+    format!("position, stream, version, event_type, schema_version, data, recorded_at_ms, {METADATA_COLUMNS}")
+}
+
+fn feed_event(row: &SqliteRow) -> Result<FeedEvent, StoreError> {
+    let schema_version: i64 = row.try_get(4)?;
+    Ok(FeedEvent {
+        position: to_u64(row.try_get(0)?, "position")?,
+        stream: row.try_get(1)?,
+        version: to_u64(row.try_get(2)?, "version")?,
+        event_type: row.try_get(3)?,
+        schema_version: u16::try_from(schema_version)
+            .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
+        data: row.try_get(5)?,
+        recorded_at: timestamp_from_ms(row.try_get(6)?)?,
+        metadata: metadata_of(row)?,
+    })
+}
+
 #[async_trait]
 impl EventStore for SqliteStore {
     fn backend(&self) -> &'static str {
@@ -437,6 +457,38 @@ impl EventStore for SqliteStore {
         .fetch_all(&self.read)
         .await?;
         rows.iter().map(decode_row).collect()
+    }
+
+    async fn read_feed(
+        &self,
+        after: Position,
+        max_count: usize,
+    ) -> Result<Vec<FeedEvent>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM events WHERE position > ? ORDER BY position LIMIT ?",
+            feed_columns()
+        ))
+        .bind(to_i64(after))
+        .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
+        .fetch_all(&self.read)
+        .await?;
+        rows.iter().map(feed_event).collect()
+    }
+
+    async fn stream_names(&self, after: &str, max_count: usize) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT DISTINCT stream FROM events WHERE stream > ? ORDER BY stream LIMIT ?",
+        )
+        .bind(after)
+        .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
+        .fetch_all(&self.read)
+        .await?)
+    }
+
+    async fn identity(&self) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar("SELECT id FROM store_identity")
+            .fetch_optional(&self.read)
+            .await?)
     }
 
     async fn read_snapshot(&self, stream: &str) -> Result<Option<EncodedSnapshot>, StoreError> {
