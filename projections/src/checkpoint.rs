@@ -123,6 +123,9 @@ impl Inner {
             }
         }
         tx.commit().await?;
+        // Healthy again before the position is published: whoever sees the views reach a
+        // position also sees them no longer degraded.
+        self.health.recovered();
         ledger::store::advance_position(&self.applied, last);
         Ok(Applied::Advanced(last))
     }

@@ -5,6 +5,7 @@
 //! by default and the server's JSON with `--json`; a failure prints the problem and exits 1.
 
 mod client;
+mod projections;
 mod table;
 
 use std::collections::BTreeMap;
@@ -363,10 +364,10 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
             out.projections(&answer)
         }
         Command::Projections(ProjectionsCommand::Rebuild { name, store }) => {
-            rebuild(name, &store).await
+            projections::rebuild(name, &store).await
         }
         Command::Projections(ProjectionsCommand::Verify { name, store }) => {
-            verify(name, &store, out.json).await
+            projections::verify(name, &store, out.json).await
         }
     }
 }
@@ -405,167 +406,6 @@ fn segment(s: &str) -> String {
         }
     }
     out
-}
-
-/// Opens the views of the store at `url` for a checking tool: the store must exist (a typo in
-/// a path is an error, never a new empty store that verifies clean).
-async fn open_projections(
-    url: &str,
-    views_file: ViewsFile,
-) -> Result<std::sync::Arc<projections::Projections>, CliError> {
-    let store = ledger::store::open_existing(url)
-        .await
-        .map_err(|e| CliError::new(format!("cannot open store: {e}")))?;
-    if views_file == ViewsFile::MustExist {
-        require_sqlite_views(url)?;
-    }
-    projections::Projections::open(store)
-        .await
-        .map_err(|e| CliError::new(format!("cannot open the views: {e}")))
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum ViewsFile {
-    /// Rebuild: a missing views file is built from the events.
-    MayBuild,
-    /// Verify: see [`require_sqlite_views`].
-    MustExist,
-}
-
-/// On SQLite the views are a file of their own, which opening would create and fill from the
-/// events: a verify of views built a moment ago checks nothing, so verify wants them to exist.
-fn require_sqlite_views(url: &str) -> Result<(), CliError> {
-    use std::str::FromStr as _;
-    if !url.starts_with("sqlite:") {
-        return Ok(());
-    }
-    let Ok(options) = sqlx::sqlite::SqliteConnectOptions::from_str(url) else {
-        return Ok(()); // the store's own open says what is wrong with the URL
-    };
-    let path = options.get_filename();
-    let views = projections::sqlite_views_path(path);
-    if !views.exists() {
-        return Err(CliError::new(format!(
-            "no views at {}: `quota projections rebuild --store {url}` builds them from the events",
-            views.display()
-        )));
-    }
-    Ok(())
-}
-
-fn check_projection_name(name: &Option<String>) -> Result<(), CliError> {
-    match name {
-        Some(name) if !projections::PROJECTION_NAMES.contains(&name.as_str()) => {
-            Err(CliError::new(format!(
-                "no projection named {name:?}; known are {}",
-                projections::PROJECTION_NAMES.join(", ")
-            )))
-        }
-        _ => Ok(()),
-    }
-}
-
-async fn rebuild(name: Option<String>, store: &str) -> Result<(), CliError> {
-    check_projection_name(&name)?;
-    let views = open_projections(store, ViewsFile::MayBuild).await?;
-    let bar = indicatif::ProgressBar::new(0);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} rebuilding [{bar:40}] {pos}/{len} events, {per_sec}, ETA {eta}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
-    let progress_bar = bar.clone();
-    let progress = move |done: u64, total: u64| {
-        progress_bar.set_length(total);
-        progress_bar.set_position(done);
-    };
-    let result = views.rebuild(name.as_deref(), &progress).await;
-    match result {
-        Ok(()) => {
-            bar.finish();
-            println!(
-                "rebuilt {} from {} events",
-                name.as_deref().unwrap_or("all views"),
-                bar.length().unwrap_or(0)
-            );
-            Ok(())
-        }
-        Err(error) => {
-            bar.abandon();
-            Err(CliError::new(format!("rebuild failed: {error}")))
-        }
-    }
-}
-
-async fn verify(name: Option<String>, store: &str, json_output: bool) -> Result<(), CliError> {
-    check_projection_name(&name)?;
-    let views = open_projections(store, ViewsFile::MustExist).await?;
-    let mut differences = views
-        .verify()
-        .await
-        .map_err(|e| CliError::new(format!("verify failed: {e}")))?;
-    if let Some(name) = &name {
-        differences.retain(|d| &d.view == name);
-    }
-    if json_output {
-        let rows: Vec<Value> = differences
-            .iter()
-            .map(|d| {
-                json!({"view": d.view, "project": d.project, "resource": d.resource,
-                       "field": d.field, "stored": d.stored, "expected": d.expected})
-            })
-            .collect();
-        println!("{}", Value::from(rows));
-    } else if differences.is_empty() {
-        // The views are compared at the position they reached; say so when that is not the
-        // head (a views file built afresh starts at 0, and the service fills it).
-        let statuses = views
-            .status()
-            .await
-            .map_err(|e| CliError::new(format!("verify failed: {e}")))?;
-        let reached = statuses.iter().map(|s| s.position).min().unwrap_or(0);
-        let head = statuses.iter().map(|s| s.head).max().unwrap_or(0);
-        if reached < head {
-            println!(
-                "the views match the events up to position {reached}; the log's head is {head} \
-                 (the service applies the rest when it runs)"
-            );
-        } else {
-            println!("the views match the events");
-        }
-    } else {
-        let show = |v: Option<i64>| v.map_or("-".to_owned(), |n| n.to_string());
-        let rows: Vec<Vec<String>> = differences
-            .iter()
-            .map(|d| {
-                vec![
-                    d.view.clone(),
-                    d.project.clone(),
-                    d.resource.clone(),
-                    d.field.clone(),
-                    show(d.stored),
-                    show(d.expected),
-                ]
-            })
-            .collect();
-        println!(
-            "{}",
-            table::render(
-                &["VIEW", "PROJECT", "RESOURCE", "FIELD", "STORED", "EXPECTED"],
-                &rows
-            )
-        );
-    }
-    if differences.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::new(format!(
-            "{} difference(s) between the views and the events; `quota projections rebuild` repairs them",
-            differences.len()
-        )))
-    }
 }
 
 /// Prints answers as tables, or as the server's JSON.
