@@ -40,6 +40,12 @@ pub struct SqliteStore {
     /// only when used.
     admin: SqlitePool,
     read: SqlitePool,
+    /// The readers of [`EventStore::read_feed`], apart from `read` so a follower of the whole
+    /// log never queues the reads that decisions wait for. Connected lazily, by the first
+    /// feed read: SQLite runs each connection on a thread it spawns from the connecting thread,
+    /// which inherits its priority, so a follower that runs at a lower priority (the views)
+    /// keeps its reads there too.
+    feed: SqlitePool,
     head: watch::Sender<Position>,
 }
 
@@ -113,11 +119,24 @@ impl SqliteStore {
         let admin = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_lazy_with(options.clone());
+        let feed = SqlitePoolOptions::new()
+            .max_connections(2)
+            .min_connections(0)
+            .connect_lazy_with(
+                options
+                    .clone()
+                    .read_only(true)
+                    // A whole page in flight: SQLite's thread hands rows over without waiting
+                    // for the reader to take each few (sqlx's default is 50 rows), which
+                    // doubled a rebuild's time.
+                    .row_buffer_size(super::MAX_READ_COUNT),
+            );
         let store = SqliteStore {
             writer: tokio::sync::Mutex::new(Some(writer)),
             writer_options: options.clone(),
             admin,
             read,
+            feed,
             head: watch::Sender::new(0),
         };
         let head = store.head().await?;
@@ -470,7 +489,7 @@ impl EventStore for SqliteStore {
         ))
         .bind(to_i64(after))
         .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
-        .fetch_all(&self.read)
+        .fetch_all(&self.feed)
         .await?;
         rows.iter().map(feed_event).collect()
     }
