@@ -206,9 +206,7 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
         }
         Field::ProjectPath | Field::ReservationPath | Field::AuditQuery | Field::UsageAt => {
             // A URI past a few kilobytes is refused by the client before it is sent.
-            let Some(s) = text.as_str().filter(|s| s.len() <= 2_000) else {
-                return None;
-            };
+            let s = text.as_str().filter(|s| s.len() <= 2_000)?;
             let s = encode_component(s);
             let path = match field {
                 Field::ProjectPath => format!("/v1/projects/{s}/usage"),
@@ -222,12 +220,9 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
         }
         Field::RequestIdHeader => {
             // Header values are bytes without controls; others cannot be sent at all.
-            let Some(s) = text
+            let s = text
                 .as_str()
-                .filter(|s| reqwest::header::HeaderValue::from_str(s).is_ok() && s.len() < 8_000)
-            else {
-                return None;
-            };
+                .filter(|s| reqwest::header::HeaderValue::from_str(s).is_ok() && s.len() < 8_000)?;
             let answer = api.get_with_header("/v1/defaults", "x-request-id", s).await;
             (answer, None)
         }
