@@ -7,13 +7,13 @@ use chrono::Duration;
 
 use crate::{
     check_limits, checked_add, Defaults, Deltas, Event, InvalidInput, Judged, Limit, Limits,
-    ProjectState, ReleaseReason, ReservationId, ReservationStatus, ResourceName, Timestamp, Usage,
+    ProjectState, Reason, ReleaseReason, ReservationId, ReservationStatus, ResourceName, Timestamp,
+    Usage,
 };
 
 pub const MIN_EXPIRES_IN_S: u32 = 1;
 pub const MAX_EXPIRES_IN_S: u32 = 2_592_000;
 pub const DEFAULT_EXPIRES_IN_S: u32 = 86_400;
-pub const MAX_REASON_LEN: usize = 1024;
 /// Most holds one `Expire` releases, so one decision stays a bounded append; the sweeper repeats.
 pub const MAX_EXPIRED_PER_DECISION: usize = 1000;
 
@@ -40,7 +40,8 @@ pub enum Command {
     CorrectUsage {
         resource: ResourceName,
         in_use: i64,
-        reason: String,
+        /// Validated at the edge (SPEC: 1–256 characters, no control characters).
+        reason: Reason,
     },
 }
 
@@ -54,12 +55,9 @@ impl Command {
                 }
             }
             Command::SetLimits { limits, .. } => check_limits(limits)?,
-            Command::CorrectUsage { in_use, reason, .. } => {
+            Command::CorrectUsage { in_use, .. } => {
                 if *in_use < 0 {
                     return Err(InvalidInput::NegativeUsage(*in_use));
-                }
-                if reason.trim().is_empty() || reason.len() > MAX_REASON_LEN {
-                    return Err(InvalidInput::Reason);
                 }
             }
             Command::Commit { .. }
@@ -214,7 +212,7 @@ pub fn decide(
             resource,
             in_use,
             reason,
-        } => correct_usage(state, defaults, resource, *in_use, reason),
+        } => correct_usage(state, defaults, resource, *in_use, reason.as_str()),
     };
     result.unwrap_or_else(Decision::refuse)
 }

@@ -23,8 +23,7 @@ mod tests;
 pub use codec::{decode, encode, DecodeError, Encoded, CURRENT_SCHEMA_VERSION};
 pub use decide::{
     decide, decide_defaults, Command, Decision, Outcome, Refusal, ResourceStanding,
-    DEFAULT_EXPIRES_IN_S, MAX_EXPIRED_PER_DECISION, MAX_EXPIRES_IN_S, MAX_REASON_LEN,
-    MIN_EXPIRES_IN_S,
+    DEFAULT_EXPIRES_IN_S, MAX_EXPIRED_PER_DECISION, MAX_EXPIRES_IN_S, MIN_EXPIRES_IN_S,
 };
 pub use events::{Event, Judged, ReleaseReason, Timestamp, EVENT_TYPES};
 pub use ids::{ProjectId, ReservationId, ResourceName, DEFAULTS_STREAM, PROJECT_STREAM_PREFIX};
@@ -59,6 +58,4 @@ pub enum InvalidInput {
     ExpiresIn(i64),
     #[error("in_use {0} is negative")]
     NegativeUsage(i64),
-    #[error("a reason of 1 to 1024 characters is required")]
-    Reason,
 }

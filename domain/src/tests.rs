@@ -264,7 +264,7 @@ fn freeing_or_committing_never_takes_in_use_below_zero() {
     g.ok(Command::CorrectUsage {
         resource: r("cores"),
         in_use: 0,
-        reason: "recount".into(),
+        reason: Reason::parse("recount").unwrap(),
     });
     assert_eq!(
         g.when(&commit(2)).answer,
@@ -553,7 +553,7 @@ fn usage_corrections_set_in_use() {
     let events = g.ok(Command::CorrectUsage {
         resource: r("cores"),
         in_use: 1,
-        reason: "hypervisor audit".into(),
+        reason: Reason::parse("hypervisor audit").unwrap(),
     });
     assert_eq!(
         events,
@@ -569,7 +569,7 @@ fn usage_corrections_set_in_use() {
         g.when(&Command::CorrectUsage {
             resource: r("cores"),
             in_use: -1,
-            reason: "x".into()
+            reason: Reason::parse("x").unwrap()
         })
         .answer,
         Err(Refusal::Invalid(InvalidInput::NegativeUsage(-1)))

@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use domain::{
     decide, decide_defaults, Command, Decision, Defaults, Deltas, Event, Limit, Limits, Outcome,
-    ProjectId, ProjectState, Refusal, Reservation, ReservationId, ReservationStatus, ResourceName,
-    SnapshotError, StreamVersion, Timestamp, DEFAULTS_STREAM,
+    ProjectId, ProjectState, Reason, Refusal, Reservation, ReservationId, ReservationStatus,
+    ResourceName, SnapshotError, StreamVersion, Timestamp, DEFAULTS_STREAM,
 };
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
@@ -634,7 +634,7 @@ impl Ledger {
         project: &ProjectId,
         resource: ResourceName,
         in_use: i64,
-        reason: String,
+        reason: Reason,
         meta: &Metadata,
     ) -> Result<(), LedgerError> {
         let command = Command::CorrectUsage {

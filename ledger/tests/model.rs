@@ -534,7 +534,7 @@ fn domain_command(command: &Cmd, id: Uuid) -> Command {
         Cmd::Correct { resource, in_use } => Command::CorrectUsage {
             resource: res(RESOURCES[*resource]),
             in_use: *in_use,
-            reason: "model test".into(),
+            reason: domain::Reason::parse("model test").unwrap(),
         },
         Cmd::Advance(_) => unreachable!(),
     }
@@ -752,7 +752,7 @@ async fn check_ledger(
                         &project,
                         res(RESOURCES[*resource]),
                         *in_use,
-                        "model test".into(),
+                        domain::Reason::parse("model test").unwrap(),
                         &meta,
                     )
                     .await,

@@ -116,7 +116,7 @@ async fn random_workload(
                         &project,
                         r("cores"),
                         rng.gen_range(0..10),
-                        "recount".into(),
+                        domain::Reason::parse("recount").unwrap(),
                         &meta("admin"),
                     )
                     .await;
