@@ -327,6 +327,36 @@ fn metadata_field(value: Option<String>) -> Option<String> {
 /// The metadata columns, as [`metadata_of`] reads them: every read of events selects these.
 pub(crate) const METADATA_COLUMNS: &str = "actor, request_id, correlation_id, principal";
 
+/// The columns [`feed_event`] reads, in its order (the metadata's by name). `data` and
+/// `schema_version` are the backend's expressions for the body as text and the schema version
+/// as a 64-bit integer.
+pub(crate) fn feed_columns(data: &str, schema_version: &str) -> String {
+    format!("position, stream, version, event_type, {schema_version}, {data}, recorded_at_ms, {METADATA_COLUMNS}")
+}
+
+/// A row that selected [`feed_columns`], on either backend.
+pub(crate) fn feed_event<R>(row: &R) -> Result<FeedEvent, StoreError>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    for<'c> &'c str: sqlx::ColumnIndex<R>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let schema_version: i64 = row.try_get(4)?;
+    Ok(FeedEvent {
+        position: to_u64(row.try_get(0)?, "position")?,
+        stream: row.try_get(1)?,
+        version: to_u64(row.try_get(2)?, "version")?,
+        event_type: row.try_get(3)?,
+        schema_version: u16::try_from(schema_version)
+            .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
+        data: row.try_get(5)?,
+        recorded_at: timestamp_from_ms(row.try_get(6)?)?,
+        metadata: metadata_of(row)?,
+    })
+}
+
 pub(crate) fn timestamp_from_ms(ms: i64) -> Result<Timestamp, StoreError> {
     chrono::DateTime::from_timestamp_millis(ms)
         .ok_or_else(|| StoreError::Corrupt(format!("recorded_at {ms} out of range")))

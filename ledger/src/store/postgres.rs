@@ -17,8 +17,8 @@ use tokio::sync::watch;
 
 use super::plan;
 use super::{
-    metadata_of, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore, FeedEvent,
-    OpenMode, Position, RecordedEvent, StoreError, StreamAppend, METADATA_COLUMNS,
+    feed_columns, feed_event, metadata_of, timestamp_from_ms, to_i64, to_u64, AppendResult,
+    EventData, EventStore, FeedEvent, OpenMode, Position, RecordedEvent, StoreError, StreamAppend,
 };
 use domain::EncodedSnapshot;
 
@@ -153,27 +153,6 @@ fn decode_row(row: &PgRow) -> Result<RecordedEvent, StoreError> {
     })
 }
 
-/// The columns [`feed_event`] reads, in its order (the metadata's by name); the body as the
-/// text of its JSON, decoded once by the reader.
-fn feed_columns() -> String {
-    format!("position, stream, version, event_type, schema_version, data::text AS data, recorded_at_ms, {METADATA_COLUMNS}")
-}
-
-fn feed_event(row: &PgRow) -> Result<FeedEvent, StoreError> {
-    let schema_version: i16 = row.try_get(4)?;
-    Ok(FeedEvent {
-        position: to_u64(row.try_get(0)?, "position")?,
-        stream: row.try_get(1)?,
-        version: to_u64(row.try_get(2)?, "version")?,
-        event_type: row.try_get(3)?,
-        schema_version: u16::try_from(schema_version)
-            .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
-        data: row.try_get(5)?,
-        recorded_at: timestamp_from_ms(row.try_get(6)?)?,
-        metadata: metadata_of(row)?,
-    })
-}
-
 #[async_trait]
 impl EventStore for PostgresStore {
     fn backend(&self) -> &'static str {
@@ -303,7 +282,10 @@ impl EventStore for PostgresStore {
     ) -> Result<Vec<FeedEvent>, StoreError> {
         let rows = sqlx::query(&format!(
             "SELECT {} FROM events WHERE position > $1 ORDER BY position LIMIT $2",
-            feed_columns()
+            feed_columns(
+                "data::text AS data",
+                "schema_version::bigint AS schema_version"
+            )
         ))
         .bind(to_i64(after))
         .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))

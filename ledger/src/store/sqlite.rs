@@ -13,11 +13,11 @@ use sqlx::sqlite::{
 use sqlx::{Connection as _, Row as _, SqliteConnection, SqlitePool};
 use tokio::sync::watch;
 
-use super::{files, plan, OpenMode};
 use super::{
-    metadata_of, timestamp_from_ms, to_i64, to_u64, AppendResult, EventData, EventStore, FeedEvent,
-    Position, RecordedEvent, StoreError, StreamAppend, METADATA_COLUMNS,
+    feed_columns, feed_event, metadata_of, timestamp_from_ms, to_i64, to_u64, AppendResult,
+    EventData, EventStore, FeedEvent, Position, RecordedEvent, StoreError, StreamAppend,
 };
+use super::{files, plan, OpenMode};
 use domain::EncodedSnapshot;
 
 /// The page size of files this store creates (existing files keep theirs).
@@ -401,26 +401,6 @@ fn decode_row(row: &SqliteRow) -> Result<RecordedEvent, StoreError> {
     })
 }
 
-/// The columns [`feed_event`] reads, in its order (the metadata's by name).
-fn feed_columns() -> String {
-    format!("position, stream, version, event_type, schema_version, data, recorded_at_ms, {METADATA_COLUMNS}")
-}
-
-fn feed_event(row: &SqliteRow) -> Result<FeedEvent, StoreError> {
-    let schema_version: i64 = row.try_get(4)?;
-    Ok(FeedEvent {
-        position: to_u64(row.try_get(0)?, "position")?,
-        stream: row.try_get(1)?,
-        version: to_u64(row.try_get(2)?, "version")?,
-        event_type: row.try_get(3)?,
-        schema_version: u16::try_from(schema_version)
-            .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
-        data: row.try_get(5)?,
-        recorded_at: timestamp_from_ms(row.try_get(6)?)?,
-        metadata: metadata_of(row)?,
-    })
-}
-
 #[async_trait]
 impl EventStore for SqliteStore {
     fn backend(&self) -> &'static str {
@@ -485,7 +465,7 @@ impl EventStore for SqliteStore {
     ) -> Result<Vec<FeedEvent>, StoreError> {
         let rows = sqlx::query(&format!(
             "SELECT {} FROM events WHERE position > ? ORDER BY position LIMIT ?",
-            feed_columns()
+            feed_columns("data", "schema_version")
         ))
         .bind(to_i64(after))
         .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
