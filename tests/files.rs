@@ -7,7 +7,7 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{postgres_store, sqlite_store, Server};
@@ -48,6 +48,32 @@ fn mode_of(path: &Path) -> u32 {
         & 0o777
 }
 
+/// A SQLite store with one event, made by the server, whose views file (and its WAL files)
+/// was then deleted; returns its folder, URL and the views file's path.
+async fn a_store_without_views() -> (tempfile::TempDir, String, PathBuf) {
+    let dir = tempfile::tempdir().expect("folder");
+    let events = dir.path().join("quota.db");
+    let url = format!("sqlite://{}", events.display());
+    {
+        let server = Server::start_with(common::ServerOptions {
+            store: &url,
+            tokens: None,
+            extra: &[],
+        });
+        server
+            .client()
+            .set_defaults(serde_json::json!({"instances": 1}))
+            .await;
+    }
+    let views = projections::sqlite_views_path(&events);
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = views.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(name);
+    }
+    (dir, url, views)
+}
+
 #[tokio::test]
 async fn the_server_creates_its_sqlite_files_private_under_umask_022() {
     let store = sqlite_store();
@@ -83,27 +109,8 @@ async fn the_server_creates_its_sqlite_files_private_under_umask_022() {
 #[tokio::test]
 async fn the_tools_create_their_sqlite_files_private_under_umask_022() {
     set_umask_022();
-    let dir = tempfile::tempdir().expect("folder");
-    let events = dir.path().join("quota.db");
     // A store made by the server, then rebuilt by the tool after its views file was deleted.
-    let url = format!("sqlite://{}", events.display());
-    {
-        let server = Server::start_with(common::ServerOptions {
-            store: &url,
-            tokens: None,
-            extra: &[],
-        });
-        server
-            .client()
-            .set_defaults(serde_json::json!({"instances": 1}))
-            .await;
-    }
-    let views = projections::sqlite_views_path(&events);
-    for suffix in ["", "-wal", "-shm"] {
-        let mut name = views.as_os_str().to_owned();
-        name.push(suffix);
-        let _ = std::fs::remove_file(name);
-    }
+    let (_dir, url, views) = a_store_without_views().await;
     let (ok, out, err) = quota(&["projections", "rebuild", "--store", &url]);
     assert!(ok, "rebuild: {out}{err}");
     assert_eq!(mode_of(&views), 0o600);
@@ -155,26 +162,7 @@ async fn verify_and_rebuild_refuse_a_sqlite_path_that_holds_no_store() {
 
 #[tokio::test]
 async fn verify_refuses_a_store_whose_views_are_missing() {
-    let dir = tempfile::tempdir().expect("folder");
-    let events = dir.path().join("quota.db");
-    let url = format!("sqlite://{}", events.display());
-    {
-        let server = Server::start_with(common::ServerOptions {
-            store: &url,
-            tokens: None,
-            extra: &[],
-        });
-        server
-            .client()
-            .set_defaults(serde_json::json!({"instances": 1}))
-            .await;
-    }
-    let views = projections::sqlite_views_path(&events);
-    for suffix in ["", "-wal", "-shm"] {
-        let mut name = views.as_os_str().to_owned();
-        name.push(suffix);
-        let _ = std::fs::remove_file(name);
-    }
+    let (_dir, url, views) = a_store_without_views().await;
     let (ok, out, err) = quota(&["projections", "verify", "--store", &url]);
     assert!(!ok, "verify without views succeeded: {out}{err}");
     assert!(err.contains("rebuild"), "says how to make them: {err}");
