@@ -113,11 +113,12 @@ enum Field {
     ProjectPath,
     ReservationPath,
     AuditQuery,
+    AuditPrincipal,
     UsageAt,
     RequestIdHeader,
 }
 
-const FIELDS: [Field; 13] = [
+const FIELDS: [Field; 14] = [
     Field::ReserveActor,
     Field::ReserveRequestId,
     Field::ReserveResource,
@@ -129,6 +130,7 @@ const FIELDS: [Field; 13] = [
     Field::ProjectPath,
     Field::ReservationPath,
     Field::AuditQuery,
+    Field::AuditPrincipal,
     Field::UsageAt,
     Field::RequestIdHeader,
 ];
@@ -204,7 +206,11 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
             };
             (api.send(Method::PUT, &path, Some(body)).await, None)
         }
-        Field::ProjectPath | Field::ReservationPath | Field::AuditQuery | Field::UsageAt => {
+        Field::ProjectPath
+        | Field::ReservationPath
+        | Field::AuditQuery
+        | Field::AuditPrincipal
+        | Field::UsageAt => {
             // A URI past a few kilobytes is refused by the client before it is sent.
             let s = text.as_str().filter(|s| s.len() <= 2_000)?;
             let s = encode_component(s);
@@ -214,6 +220,7 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
                 Field::AuditQuery => format!(
                     "/v1/projects/{project}/audit?actor={s}&type={s}&reservation={s}&cursor={s}"
                 ),
+                Field::AuditPrincipal => format!("/v1/projects/{project}/audit?principal={s}"),
                 _ => format!("/v1/projects/{project}/usage?at={s}"),
             };
             (api.get(&path).await, None)
