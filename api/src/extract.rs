@@ -3,9 +3,12 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Query, RawPathParams, Request};
+use axum::extract::{
+    FromRequest, FromRequestParts, MatchedPath, Query, RawPathParams, Request, State,
+};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
@@ -17,6 +20,7 @@ use serde::Deserializer as _;
 
 use crate::auth::Caller;
 use crate::error::{truncate, ApiError};
+use crate::routes::table::RouteTable;
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -197,13 +201,14 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJ
     }
 }
 
-/// The routes that read a query string (each with an [`ApiQuery`] whose type rejects unknown
-/// parameters). Every other route refuses any query string, in [`refuse_unread_query`], so a
-/// new route cannot silently ignore parameters a client believes it sent.
-pub const ROUTES_WITH_QUERY: [&str; 2] = ["/v1/projects/{p}/usage", "/v1/projects/{p}/audit"];
-
-/// Middleware on every route: a query string on a route that reads none is a 400.
-pub async fn refuse_unread_query(request: Request, next: Next) -> Response {
+/// Middleware on every route: a query string on a route that reads none (see
+/// [`Query`](crate::routes::table::Query)) is a 400, so a new route cannot silently ignore
+/// parameters a client believes it sent.
+pub async fn refuse_unread_query(
+    State(table): State<Arc<RouteTable>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let query = request.uri().query().unwrap_or_default();
     if !query.is_empty() {
         let route = request
@@ -211,7 +216,7 @@ pub async fn refuse_unread_query(request: Request, next: Next) -> Response {
             .get::<MatchedPath>()
             .map(MatchedPath::as_str)
             .unwrap_or_default();
-        if !ROUTES_WITH_QUERY.contains(&route) {
+        if !table.reads_query(route) {
             let names: Vec<String> = query
                 .split('&')
                 .filter(|pair| !pair.is_empty())

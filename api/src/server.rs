@@ -11,7 +11,6 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::HeaderValue;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::Router;
 use ledger::sweeper::Sweeper;
 use ledger::{Ledger, LedgerConfig, SystemClock};
@@ -24,6 +23,7 @@ use uuid::Uuid;
 use crate::auth;
 use crate::error::{truncate, ApiError};
 use crate::extract::MAX_BODY_BYTES;
+use crate::routes::table::{Query, Routes, Rule, Verb};
 use crate::routes::{admin, audit, defaults, limits, reservations, service, usage};
 use crate::tokens::TokenStore;
 use crate::transport::{ConnectionLimits, DEFAULT_MAX_CONNECTIONS};
@@ -48,46 +48,128 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
 }
 
+/// Every route of the API, each with the rule it needs and its use of a query string.
+pub fn routes() -> Routes {
+    use Query::{None as NoQuery, Read as ReadsQuery};
+    use Verb::{Delete, Get, Post, Put};
+    Routes::default()
+        .add(
+            Get,
+            "/v1/defaults",
+            Rule::AnyToken,
+            NoQuery,
+            defaults::get_defaults,
+        )
+        .add(
+            Put,
+            "/v1/defaults",
+            Rule::Admin,
+            NoQuery,
+            defaults::put_defaults,
+        )
+        .add(
+            Get,
+            "/v1/projects/{p}/limits",
+            Rule::ProjectRead,
+            NoQuery,
+            limits::get_limits,
+        )
+        .add(
+            Put,
+            "/v1/projects/{p}/limits",
+            Rule::Admin,
+            NoQuery,
+            limits::put_limits,
+        )
+        .add(
+            Delete,
+            "/v1/projects/{p}/limits",
+            Rule::Admin,
+            NoQuery,
+            limits::delete_limits,
+        )
+        .add(
+            Post,
+            "/v1/projects/{p}/reservations",
+            Rule::ProjectWrite,
+            NoQuery,
+            reservations::reserve,
+        )
+        .add(
+            Get,
+            "/v1/projects/{p}/reservations/{id}",
+            Rule::ProjectRead,
+            NoQuery,
+            reservations::get_reservation,
+        )
+        .add(
+            Post,
+            "/v1/projects/{p}/reservations/{id}/commit",
+            Rule::ProjectWrite,
+            NoQuery,
+            reservations::commit,
+        )
+        .add(
+            Post,
+            "/v1/projects/{p}/reservations/{id}/release",
+            Rule::ProjectWrite,
+            NoQuery,
+            reservations::release,
+        )
+        .add(
+            Get,
+            "/v1/projects/{p}/usage",
+            Rule::ProjectRead,
+            ReadsQuery,
+            usage::get_usage,
+        )
+        .add(
+            Get,
+            "/v1/projects/{p}/audit",
+            Rule::ProjectRead,
+            ReadsQuery,
+            audit::get_audit,
+        )
+        .add(
+            Get,
+            "/v1/admin/projections",
+            Rule::Admin,
+            NoQuery,
+            admin::list_projections,
+        )
+        .add(
+            Post,
+            "/v1/admin/projections/{name}/rebuild",
+            Rule::Admin,
+            NoQuery,
+            admin::rebuild_projection,
+        )
+        .add(Get, "/healthz", Rule::Public, NoQuery, service::healthz)
+        .add(Get, "/metrics", Rule::Public, NoQuery, service::metrics)
+        .add(
+            Get,
+            "/openapi.json",
+            Rule::Public,
+            NoQuery,
+            service::openapi,
+        )
+}
+
 /// The whole HTTP API.
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route(
-            "/v1/defaults",
-            get(defaults::get_defaults).put(defaults::put_defaults),
-        )
-        .route(
-            "/v1/projects/{p}/limits",
-            get(limits::get_limits)
-                .put(limits::put_limits)
-                .delete(limits::delete_limits),
-        )
-        .route("/v1/projects/{p}/reservations", post(reservations::reserve))
-        .route(
-            "/v1/projects/{p}/reservations/{id}",
-            get(reservations::get_reservation),
-        )
-        .route(
-            "/v1/projects/{p}/reservations/{id}/commit",
-            post(reservations::commit),
-        )
-        .route(
-            "/v1/projects/{p}/reservations/{id}/release",
-            post(reservations::release),
-        )
-        .route("/v1/projects/{p}/usage", get(usage::get_usage))
-        .route("/v1/projects/{p}/audit", get(audit::get_audit))
-        .route("/v1/admin/projections", get(admin::list_projections))
-        .route(
-            "/v1/admin/projections/{name}/rebuild",
-            post(admin::rebuild_projection),
-        )
-        .route("/healthz", get(service::healthz))
-        .route("/metrics", get(service::metrics))
-        .route("/openapi.json", get(service::openapi))
+    let (routes, table) = routes().into_parts();
+    let table = Arc::new(table);
+    routes
         // Inner to the authorization: a caller without access learns nothing of the query.
-        .route_layer(middleware::from_fn(crate::extract::refuse_unread_query))
         .route_layer(middleware::from_fn_with_state(
-            state.clone(),
+            table.clone(),
+            crate::extract::refuse_unread_query,
+        ))
+        .route_layer(middleware::from_fn_with_state(
+            auth::Guard {
+                tokens: state.tokens.clone(),
+                table,
+            },
             auth::authorize,
         ))
         .fallback(service::route_not_found)

@@ -1,4 +1,5 @@
-//! The handlers, one module per resource, and the JSON shapes they answer with.
+//! The handlers, one module per resource, and the JSON shapes they answer with; [`table`]
+//! registers each route with what it needs from the caller.
 
 pub mod admin;
 pub mod audit;
@@ -6,6 +7,7 @@ pub mod defaults;
 pub mod limits;
 pub mod reservations;
 pub mod service;
+pub mod table;
 pub mod usage;
 
 use chrono::SecondsFormat;
