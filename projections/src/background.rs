@@ -3,9 +3,8 @@
 //!
 //! Views follow the ledger; they must never slow it. On a machine with few cores the ledger's
 //! group commit is a chain of short steps (wake on fsync, read, insert, fsync again), and every
-//! time a view batch holds the core the next step waits: measured with `quota bench --workload
-//! fleet` on 2 cores, deprioritising the views' SQLite writer alone raised boots/s by 12–15%.
-//! The views still get every cycle the ledger leaves idle, and batch more when they fall behind
+//! time a view batch holds the core the next step waits (docs/BENCHMARKS.md, "Figures behind
+//! the code", has the measurement). The views still get every cycle the ledger leaves idle, and batch more when they fall behind
 //! (so they catch up faster than they fell behind).
 //!
 //! What runs here: the follower and the startup rebuild, and the creation of the connections

@@ -21,11 +21,8 @@ const RECHECK_EVERY: Duration = Duration::from_millis(500);
 /// unless a reader waits for them (`Projections::wait_for`). Views lag the ledger by up to
 /// this much under load, which SPEC.md allows; in exchange the views' file takes a few large
 /// transactions a second instead of dozens. On a shared disk that matters to the ledger: a
-/// view transaction's fsync writes megabytes, and the ledger's small fsyncs queue behind it.
-/// Measured with `quota bench --workload fleet` (SQLite, 2 cores, 8 s, interleaved): with
-/// 20 ms and 5,000-event batches the views wrote 106 MB/s of WAL and the ledger's WAL fsync
-/// took 3.1 ms at p99; with 500 ms and 20,000-event batches 46 MB/s and 1.1 ms, and boots/s
-/// rose from 9.5–9.9k to 10.8–11.1k.
+/// view transaction's fsync writes megabytes, and the ledger's small fsyncs queue behind it
+/// (docs/BENCHMARKS.md, "Figures behind the code", has the measurement).
 const COALESCE_FOR: Duration = Duration::from_millis(500);
 /// How often, while views are written, their WAL is copied back into their file.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);

@@ -104,8 +104,8 @@ impl Db {
 impl Tx {
     /// The verb of a multi-row insert. On SQLite, `OR FAIL`: a statement that may abort
     /// halfway must first copy every page it changes into a statement journal, to undo just
-    /// itself; with 16 KiB pages that journal spills to a temporary file, and it was 12% of the
-    /// process's CPU under `quota bench --workload fleet` (perf). `OR FAIL` keeps the rows
+    /// itself; with 16 KiB pages that journal spills to a temporary file, a cost on every view
+    /// batch (docs/BENCHMARKS.md, "Figures behind the code"). `OR FAIL` keeps the rows
     /// written before a failing one; every caller drops the whole transaction on any error,
     /// so nothing of a failed statement is ever committed.
     pub(crate) fn multi_row_insert(&self) -> &'static str {
@@ -682,8 +682,7 @@ impl Tx {
 /// Deletes the named (project, reservation id) pairs of a generation. The SQLite this builds
 /// with looks each pair up by primary key (a test below checks the plan). SQLite 3.40 did
 /// not: it searched by generation alone, reading every reservation of the generation on each
-/// view batch that releases one (50 ms for 500 pairs among 300,000 reservations, against
-/// 1.2 ms pair by pair, measured with Python's sqlite3).
+/// view batch that releases one (docs/BENCHMARKS.md, "Figures behind the code").
 fn delete_reservations<'a, DB>(
     generation: i64,
     pairs: &'a [(&'a str, String)],
