@@ -5,17 +5,12 @@ use std::collections::BTreeMap;
 
 use chrono::Duration;
 
+use crate::limits::{MAX_EXPIRED_PER_DECISION, MAX_EXPIRES_IN_S, MIN_EXPIRES_IN_S};
 use crate::{
     check_limits, checked_add, Defaults, Deltas, Event, InvalidInput, Judged, Limit, Limits,
     ProjectState, Reason, ReleaseReason, ReservationId, ReservationStatus, ResourceName, Timestamp,
     Usage,
 };
-
-pub const MIN_EXPIRES_IN_S: u32 = 1;
-pub const MAX_EXPIRES_IN_S: u32 = 2_592_000;
-pub const DEFAULT_EXPIRES_IN_S: u32 = 86_400;
-/// Most holds one `Expire` releases, so one decision stays a bounded append; the sweeper repeats.
-pub const MAX_EXPIRED_PER_DECISION: usize = 1000;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {

@@ -75,14 +75,14 @@ name_type!(
     /// A project (tenant): 1–128 characters of `A-Z a-z 0-9 . _ : -`.
     ProjectId,
     "project id",
-    128
+    crate::limits::MAX_PROJECT_ID_CHARS
 );
 
 name_type!(
     /// A countable resource such as `instances` or `class:VCPU`: 1–64 characters.
     ResourceName,
     "resource name",
-    64
+    crate::limits::MAX_RESOURCE_NAME_CHARS
 );
 
 impl ProjectId {

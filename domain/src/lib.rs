@@ -11,6 +11,7 @@ mod codec;
 mod decide;
 mod events;
 mod ids;
+pub mod limits;
 mod quantity;
 mod snapshot;
 mod state;
@@ -21,16 +22,17 @@ mod usage;
 mod tests;
 
 pub use codec::{decode, encode, DecodeError, Encoded, CURRENT_SCHEMA_VERSION};
-pub use decide::{
-    decide, decide_defaults, Command, Decision, Outcome, Refusal, ResourceStanding,
-    DEFAULT_EXPIRES_IN_S, MAX_EXPIRED_PER_DECISION, MAX_EXPIRES_IN_S, MIN_EXPIRES_IN_S,
-};
+pub use decide::{decide, decide_defaults, Command, Decision, Outcome, Refusal, ResourceStanding};
 pub use events::{Event, Judged, ReleaseReason, Timestamp, EVENT_TYPES};
 pub use ids::{ProjectId, ReservationId, ResourceName, DEFAULTS_STREAM, PROJECT_STREAM_PREFIX};
-pub use quantity::{check_limits, checked_add, Deltas, Limit, Limits, MAX_RESOURCES_PER_REQUEST};
+pub use limits::{
+    DEFAULT_EXPIRES_IN_S, MAX_EXPIRED_PER_DECISION, MAX_EXPIRES_IN_S, MAX_RESOURCES_PER_REQUEST,
+    MAX_TEXT_CHARS, MIN_EXPIRES_IN_S,
+};
+pub use quantity::{check_limits, checked_add, Deltas, Limit, Limits};
 pub use snapshot::{EncodedSnapshot, SnapshotError, SNAPSHOT_FORMAT};
 pub use state::{Defaults, ProjectState, Reservation, ReservationStatus, StreamVersion, Usage};
-pub use text::{is_control, Actor, ClientRequestId, Reason, MAX_TEXT_CHARS};
+pub use text::{is_control, Actor, ClientRequestId, Reason};
 pub use usage::{LiveReservation, ProjectUsage, UsageChange};
 
 /// Input that breaks a rule of SPEC.md before any state is consulted: a 400 at the edge.
@@ -54,7 +56,7 @@ pub enum InvalidInput {
     TooManyResources(usize),
     #[error("arithmetic overflow for {0}: values are 64-bit")]
     Overflow(ResourceName),
-    #[error("expires_in {0} is out of range: 1 to 2592000 seconds")]
+    #[error("expires_in {0} is out of range: {MIN_EXPIRES_IN_S} to {MAX_EXPIRES_IN_S} seconds")]
     ExpiresIn(i64),
     #[error("in_use {0} is negative")]
     NegativeUsage(i64),

@@ -5,10 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::limits::MAX_RESOURCES_PER_REQUEST;
 use crate::{InvalidInput, ResourceName};
-
-/// At most this many resources in one reservation or one limits request.
-pub const MAX_RESOURCES_PER_REQUEST: usize = 64;
 
 /// A limit: -1 is unlimited, 0 and above is a hard cap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -7,10 +7,8 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::limits::MAX_TEXT_CHARS;
 use crate::InvalidInput;
-
-/// Longest free text, in characters (Unicode scalar values).
-pub const MAX_TEXT_CHARS: usize = 256;
 
 /// The C0 controls, DEL and the C1 controls: U+0000–U+001F and U+007F–U+009F.
 pub fn is_control(c: char) -> bool {
