@@ -20,10 +20,8 @@ use serde::Deserializer as _;
 
 use crate::auth::Caller;
 use crate::error::{truncate, ApiError};
+use crate::limits::MAX_BODY_BYTES;
 use crate::routes::table::RouteTable;
-
-/// Largest request body accepted.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// A JSON body: `Content-Type: application/json`, an object without duplicated keys at any
 /// depth, that parses as `T` (whose types reject unknown fields).

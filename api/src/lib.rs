@@ -9,6 +9,7 @@
 //! - [`idle`]: connections that go quiet are closed (stalled clients).
 //! - [`auth`]: roles, callers and the authorization middleware.
 //! - [`tokens`]: the tokens file (hashes, names, `SIGHUP` reloads).
+//! - [`limits`]: the edge's bounds (body size, deadlines, waits), in one place.
 //! - [`metrics`]: Prometheus counters and `/metrics`.
 //! - [`openapi`]: the OpenAPI document, generated from the handlers.
 //! - [`cli`]: the `quota` command line.
@@ -20,6 +21,7 @@ pub mod cli;
 pub mod error;
 pub mod extract;
 pub mod idle;
+pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod problem;

@@ -22,21 +22,18 @@ use uuid::Uuid;
 
 use crate::auth;
 use crate::error::{truncate, ApiError};
-use crate::extract::MAX_BODY_BYTES;
+use crate::limits::{
+    DEFAULTS_REFRESH, DEFAULT_CLIENT_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DRAIN_TIMEOUT,
+    MAX_BODY_BYTES, MAX_HTTP_REQUEST_ID_CHARS, MAX_MAX_CONNECTIONS, SWEEP_INTERVAL,
+};
 use crate::routes::table::{Query, Routes, Rule, Verb};
 use crate::routes::{admin, audit, defaults, limits, reservations, service, usage};
 use crate::tokens::TokenStore;
-use crate::transport::{ConnectionLimits, DEFAULT_MAX_CONNECTIONS};
+use crate::transport::ConnectionLimits;
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 pub const DEFAULT_STORE: &str = "sqlite://quota.db";
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
-/// How often the defaults are re-read, to see changes made through other nodes.
-const DEFAULTS_REFRESH: Duration = Duration::from_secs(1);
-/// The sweeper looks at least this often.
-const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
-/// After a shutdown signal, in-flight requests get this long to finish.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Clone)]
 pub struct AppState {
@@ -188,7 +185,7 @@ pub fn router(state: AppState) -> Router {
 pub struct HttpRequestId(String);
 
 impl HttpRequestId {
-    pub const MAX_LEN: usize = 128;
+    pub const MAX_LEN: usize = MAX_HTTP_REQUEST_ID_CHARS;
 
     pub fn parse(s: &str) -> Option<HttpRequestId> {
         let well_formed = (1..=Self::MAX_LEN).contains(&s.len())
@@ -282,10 +279,10 @@ pub struct ServeArgs {
     pub insecure_open: bool,
     /// Close a connection after this many seconds without a byte from or to the client
     /// (stalled or slow clients, idle keep-alive connections).
-    #[arg(long, default_value_t = 30, env = "QUOTA_CLIENT_TIMEOUT", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = DEFAULT_CLIENT_TIMEOUT_S, env = "QUOTA_CLIENT_TIMEOUT", value_parser = clap::value_parser!(u64).range(1..))]
     pub client_timeout: u64,
     /// Most connections open at once; further ones wait until one closes.
-    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, env = "QUOTA_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, env = "QUOTA_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..=MAX_MAX_CONNECTIONS))]
     pub max_connections: u64,
     /// Log lines as text for people or JSON for log collectors (level from RUST_LOG).
     #[arg(long, value_enum, default_value = "text", env = "QUOTA_LOG_FORMAT")]

@@ -15,9 +15,7 @@ use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 use crate::auth::{Caller, Role, ANONYMOUS, SYSTEM_PREFIX};
-
-/// Shortest token accepted: guessing one must be hopeless.
-pub const MIN_TOKEN_CHARS: usize = 16;
+use crate::limits::MIN_TOKEN_CHARS;
 
 /// What is wrong with a line of the tokens file. The messages never quote the line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

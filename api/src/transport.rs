@@ -1,7 +1,7 @@
 //! Accepting and serving connections (HTTP/1.1, with hyper directly: `axum::serve` gives hyper
 //! no timer, so none of hyper's own deadlines could fire).
 //!
-//! - A request's whole head must arrive within [`HEAD_DEADLINE`] of the connection starting to
+//! - A request's whole head must arrive within [`HEAD_DEADLINE`](crate::limits::HEAD_DEADLINE) of the connection starting to
 //!   wait for it (hyper's header read timeout): a client trickling a byte at a time is cut.
 //! - A connection with nothing to do for `client_timeout` is closed ([`crate::idle`]), but never
 //!   while one of its handlers runs; a request body that stops arriving for `client_timeout`
@@ -27,10 +27,7 @@ use tower::ServiceExt;
 use tower_http::timeout::TimeoutBody;
 
 use crate::idle::{IdleTimeoutStream, InFlight};
-
-/// A request's head (request line and headers) must arrive within this, however it trickles.
-pub const HEAD_DEADLINE: Duration = Duration::from_secs(10);
-pub const DEFAULT_MAX_CONNECTIONS: u64 = 10_000;
+use crate::limits::HEAD_DEADLINE;
 
 #[derive(Clone, Copy, Debug)]
 pub struct ConnectionLimits {

@@ -21,7 +21,7 @@ const NAME_CLASS: &str = "[A-Za-z0-9._:-]";
 /// `actor`, `request_id` and `reason`: 1–256 characters, none of them a control character
 /// (U+0000–U+001F, U+007F–U+009F).
 pub const CLIENT_TEXT_PATTERN: &str = r"^[^\u0000-\u001f\u007f-\u009f]{1,256}$";
-pub const CLIENT_TEXT_MAX_CHARS: usize = 256;
+pub const CLIENT_TEXT_MAX_CHARS: usize = domain::limits::MAX_TEXT_CHARS;
 
 pub fn project_id_pattern() -> String {
     format!("^{NAME_CLASS}{{1,{}}}$", ProjectId::MAX_LEN)

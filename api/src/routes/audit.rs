@@ -14,6 +14,7 @@ use super::rfc3339;
 use super::usage::{catch_up, running};
 use crate::error::{truncate, ApiError};
 use crate::extract::{parse_time, ApiQuery, ProjectPath};
+use crate::limits::MAX_PRINCIPAL_CHARS;
 use crate::openapi::schemas::{
     AuditCursorSchema, AuditPageSizeSchema, ClientTextSchema, EventTypeSchema, PositionSchema,
     ProjectIdSchema, TimestampSchema,
@@ -146,9 +147,6 @@ fn limits_body(limits: BTreeMap<domain::ResourceName, i64>) -> BTreeMap<String, 
         .map(|(r, l)| (r.to_string(), l))
         .collect()
 }
-
-/// Longest principal a filter may name (principals are stored at most this long).
-const MAX_PRINCIPAL_CHARS: usize = 256;
 
 /// A `?principal=` filter: 1 to 256 characters, none a control character (no stored principal
 /// can be otherwise, and a control character in a query is a client's mistake).

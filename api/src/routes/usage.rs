@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::Json;
@@ -12,12 +11,10 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiError;
 use crate::extract::{parse_time, ApiQuery, ProjectPath};
+use crate::limits::{MIN_POSITION_WAIT, OWN_WRITES_WAIT};
 use crate::openapi::schemas::{PositionSchema, ProjectIdSchema, TimestampSchema};
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
-
-/// How long a read waits for `min_position` before answering 503 `not-caught-up`.
-pub const MIN_POSITION_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -83,10 +80,6 @@ pub fn running(state: &AppState) -> Result<&Arc<Projections>, ApiError> {
         .as_ref()
         .ok_or(ApiError::ProjectionsUnavailable)
 }
-
-/// How long a read without `min_position` waits for this node's own last write to reach the
-/// views before answering with what they have.
-pub const OWN_WRITES_WAIT: Duration = Duration::from_secs(1);
 
 /// Read-your-writes. With `min_position`, waits for it (up to 5 s, else 503 `not-caught-up`).
 /// Without, waits briefly for the last write this node made, so a client talking to one node
