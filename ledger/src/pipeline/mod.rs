@@ -21,6 +21,15 @@
 //!   speculative event therefore never becomes the basis of a stored one unless it was stored.
 //! - **Across nodes** the expected-version check guards every append. On a conflict the pipeline
 //!   reloads the stream and decides again, at most `max_conflict_retries` times.
+//! - **Reads are answered the same way.** A read (a reservation, the limits, the state) takes
+//!   no decision: it reads the cached state under the mutex and answers once an empty append
+//!   has checked the stream's version, so it never shows events that are not yet durable.
+//!
+//! Where each part lives: `execute` (a pass through the pipeline, and reads), `cache` (the
+//! slots and their eviction), `appender` (group commit and fencing), `load` (a state from its
+//! snapshot and tail; when to store a snapshot), `defaults` (the `$defaults` stream), `answers`
+//! (what clients are answered), `encode` (events as the store takes them), and `config`,
+//! `error`, `stats`.
 
 mod answers;
 mod appender;
