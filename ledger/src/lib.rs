@@ -4,9 +4,11 @@
 //! - [`pipeline`]: the `Ledger`, which loads a project's state, decides with the domain and
 //!   appends with the expected version; group commit and one writer per project live here.
 //! - [`sweeper`]: records the release of holds past their expiry.
+//! - [`limits`]: the write side's bounds and defaults, in one place.
 //! - [`clock`]: wall time, and a clock tests can drive.
 
 pub mod clock;
+pub mod limits;
 pub mod pipeline;
 pub mod store;
 pub mod sweeper;

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::cache::Slot;
 use super::{LedgerError, LedgerStats};
+use crate::limits::APPENDER_YIELDS;
 use crate::store::{AppendResult, EventStore, StoreError, StreamAppend, MAX_BATCH_EVENTS};
 
 /// The slot an append was decided on, and the generation its state had then: the append is
@@ -74,9 +75,6 @@ impl Appender {
         Ok(rx.await.map_err(|_| LedgerError::ShuttingDown)??)
     }
 }
-
-/// How often the appender lets other tasks run between batches.
-const APPENDER_YIELDS: usize = 4;
 
 /// The group-commit loop: takes everything queued (up to the batch bounds), writes it in one
 /// transaction, answers each request with its own result.

@@ -19,20 +19,21 @@ pub struct LedgerConfig {
     pub snapshot_min_events: u64,
 }
 
-/// The memory bound of the cached states, counted in reservations: a fleet of many projects,
-/// each small, would otherwise grow without limit once every project is cached, since the
-/// project bound alone says nothing about how much each cached state holds.
-pub const DEFAULT_CACHE_MAX_RESERVATIONS: usize = 200_000;
+pub use crate::limits::DEFAULT_CACHE_MAX_RESERVATIONS;
+use crate::limits::{
+    DEFAULT_CACHE_PROJECTS, DEFAULT_MAX_BATCH_APPENDS, DEFAULT_MAX_CONFLICT_RETRIES,
+    DEFAULT_QUEUE_CAPACITY, DEFAULT_SNAPSHOT_MIN_EVENTS,
+};
 
 impl Default for LedgerConfig {
     fn default() -> Self {
         LedgerConfig {
-            max_conflict_retries: 16,
-            cache_capacity: 100_000,
+            max_conflict_retries: DEFAULT_MAX_CONFLICT_RETRIES,
+            cache_capacity: DEFAULT_CACHE_PROJECTS,
             cache_max_reservations: DEFAULT_CACHE_MAX_RESERVATIONS,
-            max_batch_appends: 2_048,
-            queue_capacity: 65_536,
-            snapshot_min_events: 1_024,
+            max_batch_appends: DEFAULT_MAX_BATCH_APPENDS,
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            snapshot_min_events: DEFAULT_SNAPSHOT_MIN_EVENTS,
         }
     }
 }

@@ -5,12 +5,12 @@ use uuid::Uuid;
 
 use crate::store::{EventData, Metadata};
 
-const MAX_METADATA_LEN: usize = 256;
+use crate::limits::MAX_METADATA_CHARS;
 
 fn bounded(value: &Option<String>) -> Option<String> {
     value
         .as_ref()
-        .map(|s| s.chars().take(MAX_METADATA_LEN).collect())
+        .map(|s| s.chars().take(MAX_METADATA_CHARS).collect())
 }
 
 pub(super) fn event_data(event: &Event, meta: &Metadata, now: Timestamp) -> EventData {
