@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use client::wire::{Reserve, SetDefaults, SetLimits, UsageQuery};
+use client::wire::{Reserve, SetDefaults, SetLimits, Step, UsageQuery};
 use client::{Client, ClientError};
 use domain::{Limits, ProjectId, ReservationId};
 
@@ -142,7 +142,7 @@ impl Driver for OverHttp {
     async fn commit(&self, project: &ProjectId, id: ReservationId) -> Answer {
         let result = self
             .client
-            .commit(project.as_str(), &id.to_string(), None)
+            .transition(project.as_str(), &id.to_string(), Step::Commit, None)
             .await;
         self.answer(result)
     }

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 
 use api::server::LogFormat;
 use clap::Parser;
-use client::wire::{Reserve, UsageQuery};
+use client::wire::{Reserve, Step, UsageQuery};
 use client::Client;
 use tracing_subscriber::EnvFilter;
 
@@ -98,10 +98,10 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
             reservations::reserve(&client()?, out, &project, &body).await
         }
         Command::Commit { project, id, actor } => {
-            reservations::commit(&client()?, out, &project, &id, actor).await
+            reservations::transition(&client()?, out, Step::Commit, &project, &id, actor).await
         }
         Command::Release { project, id, actor } => {
-            reservations::release(&client()?, out, &project, &id, actor).await
+            reservations::transition(&client()?, out, Step::Release, &project, &id, actor).await
         }
         Command::Reservation { project, id } => {
             reservations::show(&client()?, out, &project, &id).await

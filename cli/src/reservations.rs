@@ -1,6 +1,6 @@
 //! `quota reserve`, `commit`, `release` and `reservation`.
 
-use client::wire::{Reservation, Reserve, Transition};
+use client::wire::{Reservation, Reserve, Step, TransitionBody};
 use client::Client;
 
 use crate::output::{pairs_text, Output};
@@ -17,28 +17,17 @@ pub async fn reserve(
     Ok(())
 }
 
-pub async fn commit(
+/// `quota commit` or `quota release`.
+pub async fn transition(
     client: &Client,
     out: Output,
+    step: Step,
     project: &str,
     id: &str,
     actor: Option<String>,
 ) -> Result<(), CliError> {
-    let body = actor.map(|actor| Transition { actor });
-    let answer = client.commit(project, id, body.as_ref()).await?;
-    out.print(&answer, reservation_text);
-    Ok(())
-}
-
-pub async fn release(
-    client: &Client,
-    out: Output,
-    project: &str,
-    id: &str,
-    actor: Option<String>,
-) -> Result<(), CliError> {
-    let body = actor.map(|actor| Transition { actor });
-    let answer = client.release(project, id, body.as_ref()).await?;
+    let body = actor.map(|actor| TransitionBody { actor });
+    let answer = client.transition(project, id, step, body.as_ref()).await?;
     out.print(&answer, reservation_text);
     Ok(())
 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 pub use problem::{ClientError, Problem};
 use wire::{
     AuditPage, AuditQuery, DefaultLimits, EffectiveLimits, ProjectLimits, ProjectionStatus,
-    Reservation, Reserve, SetDefaults, SetLimits, Transition, Usage, UsageQuery,
+    Reservation, Reserve, SetDefaults, SetLimits, Step, TransitionBody, Usage, UsageQuery,
 };
 
 /// How long one request may take, answer included.
@@ -120,25 +120,15 @@ impl Client {
         self.call(Method::POST, &path, &(), Some(body)).await
     }
 
-    /// Commits a held reservation; without a body when there is no actor to declare.
-    pub async fn commit(
+    /// Commits or releases a reservation; without a body when there is no actor to declare.
+    pub async fn transition(
         &self,
         project: &str,
         id: &str,
-        body: Option<&Transition>,
+        step: Step,
+        body: Option<&TransitionBody>,
     ) -> Result<Answer<Reservation>, ClientError> {
-        let path = format!("{}/commit", reservation_path(project, id));
-        self.call(Method::POST, &path, &(), body).await
-    }
-
-    /// Releases a reservation; without a body when there is no actor to declare.
-    pub async fn release(
-        &self,
-        project: &str,
-        id: &str,
-        body: Option<&Transition>,
-    ) -> Result<Answer<Reservation>, ClientError> {
-        let path = format!("{}/release", reservation_path(project, id));
+        let path = format!("{}/{}", reservation_path(project, id), step.action());
         self.call(Method::POST, &path, &(), body).await
     }
 

@@ -41,9 +41,26 @@ pub struct Reserve {
     pub actor: Option<String>,
 }
 
+/// What happens to a held reservation: `POST .../reservations/{id}/commit` or `/release`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Commit,
+    Release,
+}
+
+impl Step {
+    /// The last segment of the step's path.
+    pub fn action(self) -> &'static str {
+        match self {
+            Step::Commit => "commit",
+            Step::Release => "release",
+        }
+    }
+}
+
 /// The optional body of a commit or a release.
 #[derive(Debug, Clone, Serialize)]
-pub struct Transition {
+pub struct TransitionBody {
     pub actor: String,
 }
 
