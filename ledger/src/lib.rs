@@ -10,6 +10,7 @@ pub mod clock;
 pub mod pipeline;
 pub mod store;
 pub mod sweeper;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use clock::{Clock, ManualClock, SystemClock};
