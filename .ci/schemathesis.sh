@@ -60,7 +60,7 @@ free_port() {
 install_schemathesis
 if [ -z "$QUOTA_BIN" ]; then
   # A no-op after `cargo test`; otherwise the binary is built from this checkout.
-  cargo build --quiet -p quota-api --bin quota
+  cargo build --quiet -p quota-cli --bin quota
   QUOTA_BIN=target/debug/quota
 fi
 

@@ -297,9 +297,7 @@ async fn crash_and_check(store: StoreUrl, backend: &str) {
 
     // No project was over any limit at any position of the log.
     let event_store = ledger::store::open(&store.url).await.unwrap();
-    let replay = api::bench::replay_checking_limits(&*event_store)
-        .await
-        .unwrap();
+    let replay = bench::replay_checking_limits(&*event_store).await.unwrap();
     drop(event_store);
 
     let verify = std::process::Command::new(BINARY)

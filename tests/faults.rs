@@ -323,7 +323,7 @@ async fn postgres_outage_fails_fast_and_recovers_by_itself() {
         );
     }
     let store = ledger::store::open(&url).await.unwrap();
-    let replay = api::bench::replay_checking_limits(&*store).await.unwrap();
+    let replay = bench::replay_checking_limits(&*store).await.unwrap();
     assert_eq!(replay.over_limit, 0);
     drop(store);
     eprintln!(
@@ -565,7 +565,7 @@ async fn full_disk_sqlite_answers_503_loses_nothing_and_recovers() {
     }
     assert!(server.terminate());
     let store = ledger::store::open(&url).await.unwrap();
-    let replay = api::bench::replay_checking_limits(&*store).await.unwrap();
+    let replay = bench::replay_checking_limits(&*store).await.unwrap();
     assert_eq!(replay.over_limit, 0);
     drop(store);
     let pool = sqlx::SqlitePool::connect(&url).await.unwrap();

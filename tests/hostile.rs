@@ -385,7 +385,7 @@ fn hostile_requests_never_5xx_and_refusals_change_nothing() {
     // Still up, and the log still replays within every limit.
     let replay = runtime.block_on(async {
         assert_eq!(server.client().get("/healthz").await.status, 200);
-        api::bench::replay_checking_limits(&*store).await.unwrap()
+        bench::replay_checking_limits(&*store).await.unwrap()
     });
     assert_eq!(replay.over_limit, 0);
     eprintln!(

@@ -138,9 +138,7 @@ async fn three_nodes_grant_exactly_k_even_with_one_killed_mid_burst() {
         nodes.push(restarted);
     }
     let event_store = ledger::store::open(&store.url).await.unwrap();
-    let replay = api::bench::replay_checking_limits(&*event_store)
-        .await
-        .unwrap();
+    let replay = bench::replay_checking_limits(&*event_store).await.unwrap();
     assert_eq!(replay.over_limit, 0);
     eprintln!(
         "multinode: 3 nodes, bursts of {BURST} against room for {K}: exactly {K} granted; \

@@ -1,5 +1,11 @@
-//! The edges of quota-ledger: the HTTP API (`quota serve`), auth, the `quota` command line
-//! clients, and the load generator.
+//! The HTTP edge of quota-ledger (`quota serve`): the router and its handlers, auth and
+//! tokens, problem answers, the transport, metrics and the OpenAPI document. It turns requests
+//! into ledger commands and view queries, and nothing else.
+//!
+//! It may not depend on the HTTP client (`client`), the command line (`cli`) or the load
+//! generator (`bench`): a server build carries no client code (no reqwest, indicatif or
+//! tempfile). `cli` starts it with [`server::serve`] and a [`server::ServeArgs`], which stays
+//! here as the server's own clap arguments.
 //!
 //! - [`server`]: router, state, startup and graceful shutdown.
 //! - [`routes`]: one module of handlers per resource of SPEC.md.
@@ -12,12 +18,8 @@
 //! - [`limits`]: the edge's bounds (body size, deadlines, waits), in one place.
 //! - [`metrics`]: Prometheus counters and `/metrics`.
 //! - [`openapi`]: the OpenAPI document, generated from the handlers.
-//! - [`cli`]: the `quota` command line.
-//! - [`bench`]: `quota bench` (issue 5).
 
 pub mod auth;
-pub mod bench;
-pub mod cli;
 pub mod error;
 pub mod extract;
 pub mod idle;

@@ -12,6 +12,7 @@ pub mod limits;
 pub mod pipeline;
 pub mod store;
 pub mod sweeper;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -1,14 +1,60 @@
-//! `quota projections rebuild|verify`: the tools that open a store directly. They are checking
-//! tools, so they open only a store that exists (a typo in a path is an error, never a new
-//! empty store that verifies clean), and verify compares the views with the events replayed by
-//! a path of their own.
+//! `quota projections status` (from the server) and `rebuild|verify`: the tools that open a
+//! store directly. They are checking tools, so they open only a store that exists (a typo in a
+//! path is an error, never a new empty store that verifies clean), and verify compares the views
+//! with the events replayed by a path of their own.
 
 use std::sync::Arc;
 
-use ::projections::Projections;
-use serde_json::{json, Value};
+use ::projections::{Difference, Projections};
+use client::wire::ProjectionStatus;
+use client::Client;
 
-use super::{table, CliError};
+use crate::output::Output;
+use crate::{table, CliError};
+
+/// Each view's progress, as the server reports it.
+pub async fn status(client: &Client, out: Output) -> Result<(), CliError> {
+    let answer = client.projections().await?;
+    out.print(&answer, |views: &Vec<ProjectionStatus>| {
+        let rows: Vec<Vec<String>> = views
+            .iter()
+            .map(|v| {
+                vec![
+                    v.name.clone(),
+                    v.position.to_string(),
+                    v.head.to_string(),
+                    v.lag.to_string(),
+                ]
+            })
+            .collect();
+        table::render(&["NAME", "POSITION", "HEAD", "LAG"], &rows)
+    });
+    Ok(())
+}
+
+/// A difference as `quota projections verify --json` prints it.
+#[derive(serde::Serialize)]
+struct DifferenceRow<'a> {
+    view: &'a str,
+    project: &'a str,
+    resource: &'a str,
+    field: &'a str,
+    stored: Option<i64>,
+    expected: Option<i64>,
+}
+
+impl<'a> From<&'a Difference> for DifferenceRow<'a> {
+    fn from(d: &'a Difference) -> Self {
+        DifferenceRow {
+            view: &d.view,
+            project: &d.project,
+            resource: &d.resource,
+            field: &d.field,
+            stored: d.stored,
+            expected: d.expected,
+        }
+    }
+}
 
 /// Opens the views of the store at `url` for a checking tool: the store must exist (a typo in
 /// a path is an error, never a new empty store that verifies clean).
@@ -65,7 +111,7 @@ fn check_projection_name(name: &Option<String>) -> Result<(), CliError> {
     }
 }
 
-pub(super) async fn rebuild(name: Option<String>, store: &str) -> Result<(), CliError> {
+pub async fn rebuild(name: Option<String>, store: &str) -> Result<(), CliError> {
     check_projection_name(&name)?;
     let views = open_projections(store, ViewsFile::MayBuild).await?;
     let bar = indicatif::ProgressBar::new(0);
@@ -99,11 +145,7 @@ pub(super) async fn rebuild(name: Option<String>, store: &str) -> Result<(), Cli
     }
 }
 
-pub(super) async fn verify(
-    name: Option<String>,
-    store: &str,
-    json_output: bool,
-) -> Result<(), CliError> {
+pub async fn verify(name: Option<String>, store: &str, json_output: bool) -> Result<(), CliError> {
     check_projection_name(&name)?;
     let views = open_projections(store, ViewsFile::MustExist).await?;
     let mut differences = views
@@ -114,14 +156,10 @@ pub(super) async fn verify(
         differences.retain(|d| &d.view == name);
     }
     if json_output {
-        let rows: Vec<Value> = differences
-            .iter()
-            .map(|d| {
-                json!({"view": d.view, "project": d.project, "resource": d.resource,
-                       "field": d.field, "stored": d.stored, "expected": d.expected})
-            })
-            .collect();
-        println!("{}", Value::from(rows));
+        let rows: Vec<DifferenceRow> = differences.iter().map(DifferenceRow::from).collect();
+        let text = serde_json::to_string(&rows)
+            .map_err(|e| CliError::new(format!("verify failed: {e}")))?;
+        println!("{text}");
     } else if differences.is_empty() {
         // The views are compared at the position they reached; say so when that is not the
         // head (a views file built afresh starts at 0, and the service fills it).

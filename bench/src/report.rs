@@ -1,0 +1,92 @@
+//! The JSON line the bench prints, and the sums it is made of.
+
+use crate::load::ClientTally;
+
+/// The JSON line the bench prints.
+#[derive(Debug, serde::Serialize)]
+pub struct BenchReport {
+    pub workload: &'static str,
+    pub store: String,
+    pub via: &'static str,
+    pub clients: usize,
+    pub boots_per_s: f64,
+    pub decisions_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub conflicts: u64,
+    pub denied: u64,
+    pub oversubscribed: u64,
+    pub verified: bool,
+    pub seconds: f64,
+    pub boots: u64,
+    pub decisions: u64,
+    pub errors: u64,
+    /// In-process: how long a fresh process takes to load the busiest project's state (from
+    /// its snapshot and the events after it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cold_load_ms: Option<f64>,
+    /// In-process with views running: how many events the views had yet to apply when the load
+    /// stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub views_behind_events: Option<u64>,
+}
+
+/// Every client's tally added up.
+pub(crate) struct Totals {
+    /// Every answer's latency, sorted.
+    pub(crate) latencies_us: Vec<u32>,
+    pub(crate) boots: u64,
+    pub(crate) decisions: u64,
+    pub(crate) denied: u64,
+    pub(crate) errors: u64,
+    pub(crate) granted_reserves: u64,
+    pub(crate) max_position: u64,
+    /// The first failure any client saw.
+    pub(crate) first_error: Option<String>,
+}
+
+impl Totals {
+    pub(crate) fn of(tallies: &[ClientTally]) -> Totals {
+        let mut latencies_us: Vec<u32> = tallies
+            .iter()
+            .flat_map(|t| t.latencies_us.iter().copied())
+            .collect();
+        latencies_us.sort_unstable();
+        Totals {
+            latencies_us,
+            boots: tallies.iter().map(|t| t.boots).sum(),
+            decisions: tallies.iter().map(|t| t.decisions).sum(),
+            denied: tallies.iter().map(|t| t.denied).sum(),
+            errors: tallies.iter().map(|t| t.errors).sum(),
+            granted_reserves: tallies.iter().map(|t| t.granted_reserves).sum(),
+            max_position: tallies.iter().map(|t| t.max_position).max().unwrap_or(0),
+            first_error: tallies.iter().find_map(|t| t.first_error.clone()),
+        }
+    }
+}
+
+/// The nearest-rank percentile `p` (0 to 1) of sorted microseconds, in ms.
+pub(crate) fn percentile_ms(sorted_us: &[u32], p: f64) -> f64 {
+    if sorted_us.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p * sorted_us.len() as f64).ceil() as usize).clamp(1, sorted_us.len());
+    f64::from(sorted_us[rank - 1]) / 1000.0
+}
+
+pub(crate) fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_nearest_rank() {
+        let sorted: Vec<u32> = (1..=100).map(|ms| ms * 1000).collect();
+        assert_eq!(percentile_ms(&sorted, 0.5), 50.0);
+        assert_eq!(percentile_ms(&sorted, 0.99), 99.0);
+        assert_eq!(percentile_ms(&[], 0.99), 0.0);
+    }
+}

@@ -1,0 +1,177 @@
+//! The command line of `quota`: every command, option and help text.
+
+use api::server::{ServeArgs, DEFAULT_STORE};
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "quota",
+    version,
+    about = "An event-sourced quota service and its clients"
+)]
+pub struct Cli {
+    /// The server's base URL.
+    #[arg(
+        long,
+        global = true,
+        env = "QUOTA_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub url: String,
+    /// Bearer token (prefer the environment variable: command lines are visible to others).
+    #[arg(long, global = true, env = "QUOTA_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print the server's JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP service.
+    Serve(ServeArgs),
+    /// Default limits (they also define which resources exist).
+    #[command(subcommand)]
+    Defaults(DefaultsCommand),
+    /// A project's limits.
+    #[command(subcommand)]
+    Limits(LimitsCommand),
+    /// Reserve deltas for a project: `quota reserve acme instances=1 cores=2 ram=4096`.
+    Reserve {
+        project: String,
+        /// RESOURCE=AMOUNT pairs.
+        #[arg(required = true, value_parser = parse_pair)]
+        deltas: Vec<(String, i64)>,
+        /// Seconds until an uncommitted hold expires (1 to 2592000; server default 86400).
+        #[arg(long)]
+        expires_in: Option<i64>,
+        /// A reservation id of your choosing (UUID), for idempotent retries.
+        #[arg(long)]
+        id: Option<String>,
+        /// Who asks, for the audit.
+        #[arg(long)]
+        actor: Option<String>,
+    },
+    /// Commit a held reservation.
+    Commit {
+        project: String,
+        id: String,
+        #[arg(long)]
+        actor: Option<String>,
+    },
+    /// Release a reservation (roll back a hold, or free committed usage).
+    Release {
+        project: String,
+        id: String,
+        #[arg(long)]
+        actor: Option<String>,
+    },
+    /// Show a reservation.
+    Reservation { project: String, id: String },
+    /// A project's usage, now or at a past time.
+    Usage {
+        project: String,
+        /// RFC 3339 time, e.g. 2026-01-31T12:00:00Z.
+        #[arg(long)]
+        at: Option<String>,
+        /// Wait until the view reflects this position.
+        #[arg(long)]
+        min_position: Option<u64>,
+    },
+    /// A project's audit trail.
+    Audit(AuditArgs),
+    /// The usage and audit views.
+    #[command(subcommand)]
+    Projections(ProjectionsCommand),
+    /// The load generator.
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DefaultsCommand {
+    Get,
+    /// Set default limits: `quota defaults set instances=10 cores=20 ram=-1`.
+    Set {
+        #[arg(required = true, value_parser = parse_pair)]
+        limits: Vec<(String, i64)>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LimitsCommand {
+    Get {
+        project: String,
+    },
+    /// Set some of a project's limits: `quota limits set acme instances=5`.
+    Set {
+        project: String,
+        #[arg(required = true, value_parser = parse_pair)]
+        limits: Vec<(String, i64)>,
+        /// Lower a limit below current usage anyway.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Remove the project's own limits: back to the defaults.
+    Reset {
+        project: String,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    pub project: String,
+    #[arg(long)]
+    pub since: Option<String>,
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Event type, e.g. ReservationDenied.
+    #[arg(long = "type")]
+    pub event_type: Option<String>,
+    #[arg(long)]
+    pub reservation: Option<String>,
+    #[arg(long)]
+    pub actor: Option<String>,
+    /// Page size (1 to 1000).
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Continue from a previous page's `next`.
+    #[arg(long)]
+    pub cursor: Option<String>,
+    /// Follow `next` and print every page.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProjectionsCommand {
+    /// Progress of each view, from the server (admin token).
+    Status,
+    /// Rebuild views from the events, directly on the store, with a progress bar.
+    Rebuild {
+        /// One view (`usage` or `audit`); all when left out.
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long, env = "QUOTA_STORE", default_value = DEFAULT_STORE)]
+        store: String,
+    },
+    /// Replay the events and print every difference from the stored views; exit 1 if any.
+    Verify {
+        /// Only this view's differences (`usage` or `audit`).
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long, env = "QUOTA_STORE", default_value = DEFAULT_STORE)]
+        store: String,
+    },
+}
+
+fn parse_pair(s: &str) -> Result<(String, i64), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected RESOURCE=NUMBER, got {s:?}"))?;
+    let value = value
+        .parse::<i64>()
+        .map_err(|e| format!("{name}: {value:?} is not a 64-bit integer: {e}"))?;
+    Ok((name.to_owned(), value))
+}

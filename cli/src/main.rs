@@ -1,0 +1,128 @@
+//! `quota`: the one binary of quota-ledger. It runs the HTTP service (`serve`, from `api`), the
+//! operators' clients over HTTP (through `client`), the views' tools that open a store directly
+//! (`projections rebuild|verify`) and the load generator (`bench`). This crate is only the
+//! command line: parsing, dispatch and printing; the work lives in those crates, and nothing
+//! depends on this one.
+//!
+//! Clients read `QUOTA_URL` (default http://127.0.0.1:8080) and `QUOTA_TOKEN`; they print tables
+//! by default and the server's JSON with `--json`; a failure prints the problem and exits 1.
+
+mod args;
+mod error;
+mod limits;
+mod output;
+mod projections;
+mod reservations;
+mod table;
+mod views;
+
+use std::process::ExitCode;
+
+use api::server::LogFormat;
+use clap::Parser;
+use client::wire::{Reserve, Step, UsageQuery};
+use client::Client;
+use tracing_subscriber::EnvFilter;
+
+use args::{Cli, Command, ProjectionsCommand};
+use error::CliError;
+use output::Output;
+
+/// The service and the load generator allocate for every request (bodies, JSON, events,
+/// futures) from many threads at once; mimalloc serves that pattern with less CPU than the
+/// system allocator (the measurements are in docs/BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logs(&cli.command);
+    run(cli).await
+}
+
+/// Logs go to stderr so that `--json` output on stdout stays clean; clients log only warnings.
+fn init_logs(command: &Command) {
+    let (default_level, format) = match command {
+        Command::Serve(args) => ("info", args.log_format),
+        _ => ("warn", LogFormat::Text),
+    };
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    match format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
+}
+
+/// Runs a parsed command line; the exit code is 0 on success, 1 on any failure.
+async fn run(cli: Cli) -> ExitCode {
+    let json_output = cli.json;
+    match dispatch(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            if let (true, Some(problem)) = (json_output, &error.problem) {
+                println!("{problem}");
+            }
+            eprintln!("error: {}", error.message);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> Result<(), CliError> {
+    let client = || Client::new(&cli.url, cli.token.clone());
+    let out = Output { json: cli.json };
+    match cli.command {
+        Command::Serve(args) => api::server::serve(args).await.map_err(CliError::new),
+        Command::Bench(args) => bench::run(args).await.map_err(CliError::new),
+        Command::Defaults(command) => limits::defaults(&client()?, out, command).await,
+        Command::Limits(command) => limits::limits(&client()?, out, command).await,
+        Command::Reserve {
+            project,
+            deltas,
+            expires_in,
+            id,
+            actor,
+        } => {
+            let body = Reserve {
+                deltas: deltas.into_iter().collect(),
+                expires_in,
+                reservation_id: id,
+                actor,
+            };
+            reservations::reserve(&client()?, out, &project, &body).await
+        }
+        Command::Commit { project, id, actor } => {
+            reservations::transition(&client()?, out, Step::Commit, &project, &id, actor).await
+        }
+        Command::Release { project, id, actor } => {
+            reservations::transition(&client()?, out, Step::Release, &project, &id, actor).await
+        }
+        Command::Reservation { project, id } => {
+            reservations::show(&client()?, out, &project, &id).await
+        }
+        Command::Usage {
+            project,
+            at,
+            min_position,
+        } => {
+            let query = UsageQuery { at, min_position };
+            views::usage(&client()?, out, &project, &query).await
+        }
+        Command::Audit(args) => views::audit(&client()?, out, args).await,
+        Command::Projections(ProjectionsCommand::Status) => {
+            projections::status(&client()?, out).await
+        }
+        Command::Projections(ProjectionsCommand::Rebuild { name, store }) => {
+            projections::rebuild(name, &store).await
+        }
+        Command::Projections(ProjectionsCommand::Verify { name, store }) => {
+            projections::verify(name, &store, out.json).await
+        }
+    }
+}
