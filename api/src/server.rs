@@ -12,6 +12,7 @@ use axum::http::HeaderValue;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use ledger::limits as ledger_limits;
 use ledger::sweeper::Sweeper;
 use ledger::{Ledger, LedgerConfig, SystemClock};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -287,6 +288,34 @@ pub struct ServeArgs {
     /// Log lines as text for people or JSON for log collectors (level from RUST_LOG).
     #[arg(long, value_enum, default_value = "text", env = "QUOTA_LOG_FORMAT")]
     pub log_format: LogFormat,
+    /// Projects whose state the ledger keeps in memory; colder ones are reloaded on use.
+    #[arg(long, default_value_t = ledger_limits::DEFAULT_CACHE_PROJECTS as u64, env = "QUOTA_CACHE_PROJECTS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub cache_projects: u64,
+    /// Reservations the cached project states may hold together (this bounds the memory of
+    /// the cache); past it idle projects are evicted.
+    #[arg(long, default_value_t = ledger_limits::DEFAULT_CACHE_MAX_RESERVATIONS as u64, env = "QUOTA_CACHE_RESERVATIONS", value_parser = clap::value_parser!(u64).range(100..))]
+    pub cache_reservations: u64,
+    /// Most decisions written in one group commit (one transaction, one fsync).
+    #[arg(long, default_value_t = ledger_limits::DEFAULT_MAX_BATCH_APPENDS as u64, env = "QUOTA_BATCH_APPENDS", value_parser = clap::value_parser!(u64).range(1..=ledger_limits::DEFAULT_QUEUE_CAPACITY as u64))]
+    pub batch_appends: u64,
+    /// A project's state is snapshotted after this many events (and at least as many as it
+    /// has reservations), so a reload reads a bounded tail.
+    #[arg(long, default_value_t = ledger_limits::DEFAULT_SNAPSHOT_MIN_EVENTS, env = "QUOTA_SNAPSHOT_EVENTS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub snapshot_events: u64,
+}
+
+impl ServeArgs {
+    /// The ledger's sizing from the flags; the rest at its defaults.
+    pub fn ledger_config(&self) -> LedgerConfig {
+        let size = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+        LedgerConfig {
+            cache_capacity: size(self.cache_projects),
+            cache_max_reservations: size(self.cache_reservations),
+            max_batch_appends: size(self.batch_appends),
+            snapshot_min_events: self.snapshot_events,
+            ..LedgerConfig::default()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -349,13 +378,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), String> {
     let store = ledger::store::open(&args.store)
         .await
         .map_err(|e| format!("cannot open store: {e}"))?;
-    let ledger = Ledger::start(
-        store.clone(),
-        Arc::new(SystemClock),
-        LedgerConfig::default(),
-    )
-    .await
-    .map_err(|e| format!("cannot start the ledger: {e}"))?;
+    let ledger = Ledger::start(store.clone(), Arc::new(SystemClock), args.ledger_config())
+        .await
+        .map_err(|e| format!("cannot start the ledger: {e}"))?;
     let projections = start_projections(store.clone()).await;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -447,6 +472,8 @@ async fn shutdown_signal() {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
 
     #[test]
@@ -476,5 +503,37 @@ mod tests {
             assert_eq!(HttpRequestId::parse(bad), None, "{bad:?}");
         }
         assert!(HttpRequestId::parse(HttpRequestId::generate().as_str()).is_some());
+    }
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    #[test]
+    fn the_ledger_flags_size_the_ledger_and_default_to_its_defaults() {
+        let defaults = Serve::parse_from(["serve"]).args.ledger_config();
+        let expected = LedgerConfig::default();
+        assert_eq!(defaults.cache_capacity, expected.cache_capacity);
+        assert_eq!(
+            defaults.cache_max_reservations,
+            expected.cache_max_reservations
+        );
+        assert_eq!(defaults.max_batch_appends, expected.max_batch_appends);
+        assert_eq!(defaults.snapshot_min_events, expected.snapshot_min_events);
+        let flags = [
+            "serve",
+            "--cache-projects=7",
+            "--cache-reservations=700",
+            "--batch-appends=3",
+            "--snapshot-events=9",
+        ];
+        let sized = Serve::parse_from(flags).args.ledger_config();
+        assert_eq!(sized.cache_capacity, 7);
+        assert_eq!(sized.cache_max_reservations, 700);
+        assert_eq!(sized.max_batch_appends, 3);
+        assert_eq!(sized.snapshot_min_events, 9);
+        assert!(Serve::try_parse_from(["serve", "--batch-appends=0"]).is_err());
     }
 }
