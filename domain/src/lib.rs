@@ -6,6 +6,9 @@
 //! (`projections`) folds the same events into views. Both fold with this crate's rules
 //! ([`ProjectState::apply`]; the views' [`ProjectUsage::apply`], tested against it), so a replay
 //! and the live path cannot disagree.
+//!
+//! It may not depend on any other crate of the workspace, nor on a database, a runtime or a
+//! clock: every rule is testable as given events, when command, then events or refusal.
 
 mod codec;
 mod decide;

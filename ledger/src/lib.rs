@@ -1,4 +1,9 @@
-//! The write side of the quota ledger.
+//! The write side of the quota ledger: it turns commands into durable events. It stores the
+//! events (the `EventStore` trait, on SQLite or PostgreSQL), keeps each project's state folded
+//! and decides with the domain, one writer per project, many decisions per commit.
+//!
+//! It depends on `domain` only: never on the views (`projections`), the HTTP edge (`api`) or
+//! any client, so the write path works whatever happens to the read side.
 //!
 //! - [`store`]: the `EventStore` trait and its SQLite and PostgreSQL backends.
 //! - [`pipeline`]: the `Ledger`, which loads a project's state, decides with the domain and

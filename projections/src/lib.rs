@@ -1,4 +1,9 @@
-//! The read side: usage and audit views built from the ledger's global feed.
+//! The read side: usage and audit views built from the ledger's global feed, their rebuilds and
+//! their verification against the domain's replay.
+//!
+//! It depends on `domain` and `ledger`, and reads the events only through the ledger's
+//! `EventStore` (never its tables), never writing an event; it may not depend on the HTTP edge
+//! (`api`) or any client. Quota decisions never wait on it.
 //!
 //! - [`fold`](crate::fold): the usage state folded in memory from events, and audit rows.
 //! - `tables`: the view tables (migrations `postgres/0002_views.sql`, and on SQLite
