@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::{Deltas, Event, Judged, Limit, ReleaseReason, ReservationId, ResourceName, Timestamp};
@@ -26,12 +27,14 @@ pub enum DecodeError {
     },
 }
 
-/// An event ready to store: its type, schema version and JSON body.
-#[derive(Clone, Debug, PartialEq)]
+/// An event ready to store: its type, schema version and JSON body. The body is JSON text,
+/// serialised straight from the versioned type: the text the store keeps, with the fields in
+/// their declaration order.
+#[derive(Clone, Debug)]
 pub struct Encoded {
     pub event_type: &'static str,
     pub schema_version: u16,
-    pub data: serde_json::Value,
+    pub data: Box<RawValue>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -178,16 +181,14 @@ pub fn encode(event: &Event) -> Encoded {
     }
 }
 
-fn to_json<T: Serialize>(value: &T) -> serde_json::Value {
+fn to_json<T: Serialize>(value: &T) -> Box<RawValue> {
     // These types hold only strings, integers and maps with string keys: serialising cannot fail.
-    serde_json::to_value(value).expect("stored event types always serialise")
+    serde_json::value::to_raw_value(value).expect("stored event types always serialise")
 }
 
-pub fn decode(
-    event_type: &str,
-    schema_version: u16,
-    data: &serde_json::Value,
-) -> Result<Event, DecodeError> {
+/// The event stored as `event_type` at `schema_version` with the JSON text `data`, parsed
+/// straight into that version's serialised type.
+pub fn decode(event_type: &str, schema_version: u16, data: &str) -> Result<Event, DecodeError> {
     let malformed = |message: String| DecodeError::Malformed {
         event_type: event_type.to_owned(),
         version: schema_version,
@@ -303,8 +304,8 @@ pub fn decode(
     Ok(event)
 }
 
-fn from_json<T: DeserializeOwned>(data: &serde_json::Value) -> Result<T, String> {
-    T::deserialize(data).map_err(|e| e.to_string())
+fn from_json<T: DeserializeOwned>(data: &str) -> Result<T, String> {
+    serde_json::from_str(data).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -372,8 +373,44 @@ mod tests {
         for event in every_event() {
             let enc = encode(&event);
             assert_eq!(enc.schema_version, CURRENT_SCHEMA_VERSION);
-            let back = decode(enc.event_type, enc.schema_version, &enc.data).unwrap();
+            let back = decode(enc.event_type, enc.schema_version, enc.data.get()).unwrap();
             assert_eq!(back, event);
+        }
+    }
+
+    /// The stored text of each body: the versioned type's fields in declaration order, as the
+    /// server has always stored them (it went through a `serde_json::Value` with
+    /// `preserve_order`, which the server's build enables). If this test breaks, new events
+    /// are stored differently from the old ones.
+    #[test]
+    fn bodies_are_stored_as_this_text() {
+        let texts: Vec<String> = every_event()
+            .iter()
+            .map(|event| encode(event).data.get().to_owned())
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                r#"{"limits":{"instances":10}}"#,
+                r#"{"limits":{"cores":-1},"forced":true}"#,
+                r#"{}"#,
+                r#"{"reservation_id":"00000000-0000-0000-0000-000000000001","deltas":{"cores":2,"ram":-4096},"expires_at":"2026-01-02T03:04:05Z"}"#,
+                r#"{"reservation_id":"00000000-0000-0000-0000-000000000001"}"#,
+                r#"{"reservation_id":"00000000-0000-0000-0000-000000000001","reason":"freed"}"#,
+                r#"{"reservation_id":"00000000-0000-0000-0000-000000000002","deltas":{"cores":2,"ram":-4096},"overs":["cores"],"judged":{"cores":{"limit":4,"in_use":3,"reserved":1}}}"#,
+                r#"{"resource":"ram","in_use_before":5,"in_use_after":0,"reason":"audit 42"}"#,
+            ]
+        );
+    }
+
+    /// A body that is not JSON, or JSON of another shape, is malformed, never a panic.
+    #[test]
+    fn bodies_that_are_not_json_are_malformed() {
+        for body in ["", "{", "not json", "{\"limits\": {}} trailing"] {
+            assert!(matches!(
+                decode("LimitsSet", 1, body),
+                Err(DecodeError::Malformed { .. })
+            ));
         }
     }
 
@@ -386,20 +423,20 @@ mod tests {
             "expires_at": "2026-01-02T03:04:05Z"
         });
         assert!(matches!(
-            decode("ReservationRequested", 1, &requested),
+            decode("ReservationRequested", 1, &requested.to_string()),
             Ok(Event::ReservationRequested { .. })
         ));
         let released =
             json!({"reservation_id": "00000000-0000-0000-0000-000000000001", "reason": "expired"});
         assert_eq!(
-            decode("ReservationReleased", 1, &released),
+            decode("ReservationReleased", 1, &released.to_string()),
             Ok(Event::ReservationReleased {
                 reservation_id: id(1),
                 reason: ReleaseReason::Expired
             })
         );
         assert_eq!(
-            decode("LimitsSet", 1, &json!({"limits": {"cores": 8}})),
+            decode("LimitsSet", 1, &json!({"limits": {"cores": 8}}).to_string()),
             Ok(Event::LimitsSet {
                 limits: [(r("cores"), Limit::new(8).unwrap())].into(),
                 forced: false
@@ -410,11 +447,11 @@ mod tests {
     #[test]
     fn bad_stored_events_are_errors_not_panics() {
         assert!(matches!(
-            decode("Nope", 1, &json!({})),
+            decode("Nope", 1, "{}"),
             Err(DecodeError::UnknownType(_))
         ));
         assert!(matches!(
-            decode("LimitsReset", 9, &json!({})),
+            decode("LimitsReset", 9, "{}"),
             Err(DecodeError::UnknownVersion { .. })
         ));
         for body in [
@@ -424,7 +461,7 @@ mod tests {
             json!({"limits": {}, "extra": 1}),
         ] {
             assert!(matches!(
-                decode("LimitsSet", 1, &body),
+                decode("LimitsSet", 1, &body.to_string()),
                 Err(DecodeError::Malformed { .. })
             ));
         }
@@ -432,6 +469,7 @@ mod tests {
             "ReservationReleased",
             1,
             &json!({"reservation_id": "00000000-0000-0000-0000-000000000001", "reason": "??"})
+                .to_string()
         )
         .is_err());
     }
