@@ -27,8 +27,11 @@ pub trait Backend: Send + Sync + 'static {
     /// The pool that serves reads of streams, snapshots and the head.
     fn read_pool(&self) -> &Pool<Self::Db>;
 
-    /// The pool that serves [`EventStore::read_feed`].
-    fn feed_pool(&self) -> &Pool<Self::Db>;
+    /// The pool that serves [`EventStore::read_feed`]: the read pool unless the backend keeps
+    /// the feed's reads apart.
+    fn feed_pool(&self) -> &Pool<Self::Db> {
+        self.read_pool()
+    }
 
     /// See [`EventStore::append`], for a batch that passed `plan::check_batch`.
     async fn append_valid_batch(

@@ -142,8 +142,13 @@ impl Backend for PostgresStore {
         &self.pool
     }
 
-    fn feed_pool(&self) -> &PgPool {
-        &self.pool
+    fn head_sender(&self) -> &watch::Sender<Position> {
+        &self.head
+    }
+
+    async fn store_identity(&self) -> Result<Option<String>, StoreError> {
+        // The views live in this same database, so they cannot be paired with another one.
+        Ok(None)
     }
 
     async fn append_valid_batch(
@@ -222,15 +227,6 @@ impl Backend for PostgresStore {
             super::advance_position(&self.head, position);
         }
         Ok(plan.results)
-    }
-
-    async fn store_identity(&self) -> Result<Option<String>, StoreError> {
-        // The views live in this same database, so they cannot be paired with another one.
-        Ok(None)
-    }
-
-    fn head_sender(&self) -> &watch::Sender<Position> {
-        &self.head
     }
 }
 

@@ -98,11 +98,7 @@ where
         after: Position,
         max_count: usize,
     ) -> Result<Vec<RecordedEvent>, StoreError> {
-        let rows = sqlx::query(READ_ALL)
-            .bind(to_i64(after))
-            .bind(read_limit(max_count))
-            .fetch_all(self.0)
-            .await?;
+        let rows = self.after(READ_ALL, after, max_count).await?;
         rows.iter().map(recorded_event).collect()
     }
 
@@ -112,12 +108,22 @@ where
         after: Position,
         max_count: usize,
     ) -> Result<Vec<FeedEvent>, StoreError> {
-        let rows = sqlx::query(READ_FEED)
+        let rows = self.after(READ_FEED, after, max_count).await?;
+        rows.iter().map(feed_event).collect()
+    }
+
+    /// The rows of `sql`, a read of the events in position order, after `after`.
+    async fn after(
+        &self,
+        sql: &'static str,
+        after: Position,
+        max_count: usize,
+    ) -> Result<Vec<DB::Row>, StoreError> {
+        Ok(sqlx::query(sql)
             .bind(to_i64(after))
             .bind(read_limit(max_count))
             .fetch_all(self.0)
-            .await?;
-        rows.iter().map(feed_event).collect()
+            .await?)
     }
 
     /// See [`super::EventStore::stream_names`].

@@ -383,18 +383,6 @@ impl Backend for SqliteStore {
     type Db = sqlx::Sqlite;
     const NAME: &'static str = "sqlite";
 
-    fn database_of_events(&self) -> super::Database {
-        super::Database::Sqlite(self.admin.clone())
-    }
-
-    fn read_pool(&self) -> &SqlitePool {
-        &self.read
-    }
-
-    fn feed_pool(&self) -> &SqlitePool {
-        &self.feed
-    }
-
     async fn append_valid_batch(
         &self,
         batch: &[StreamAppend],
@@ -410,6 +398,18 @@ impl Backend for SqliteStore {
         let results = self.append_on(&mut current, batch).await?;
         *writer = Some(current);
         Ok(results)
+    }
+
+    fn read_pool(&self) -> &SqlitePool {
+        &self.read
+    }
+
+    fn feed_pool(&self) -> &SqlitePool {
+        &self.feed
+    }
+
+    fn database_of_events(&self) -> super::Database {
+        super::Database::Sqlite(self.admin.clone())
     }
 
     async fn store_identity(&self) -> Result<Option<String>, StoreError> {
