@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::{Deltas, Event, Judged, Limit, ReleaseReason, ReservationId, ResourceName, Timestamp};
@@ -26,20 +27,25 @@ pub enum DecodeError {
     },
 }
 
-/// An event ready to store: its type, schema version and JSON body.
-#[derive(Clone, Debug, PartialEq)]
+/// An event ready to store: its type, schema version and JSON body. The body is JSON text,
+/// serialised straight from the versioned type: the text the store keeps.
+#[derive(Clone, Debug)]
 pub struct Encoded {
     pub event_type: &'static str,
     pub schema_version: u16,
-    pub data: serde_json::Value,
+    pub data: Box<RawValue>,
 }
+
+// The fields of each stored type are declared in alphabetical order: it is the order of the
+// keys in every body ever stored (they were serialised through a `serde_json::Value`, whose
+// objects sort their keys), and serde writes fields in declaration order.
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LimitsV1 {
-    limits: BTreeMap<String, i64>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     forced: bool,
+    limits: BTreeMap<String, i64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -49,9 +55,9 @@ struct EmptyV1 {}
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RequestedV1 {
-    reservation_id: Uuid,
     deltas: BTreeMap<String, i64>,
     expires_at: Timestamp,
+    reservation_id: Uuid,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -63,34 +69,34 @@ struct CommittedV1 {
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReleasedV1 {
-    reservation_id: Uuid,
     reason: String,
+    reservation_id: Uuid,
 }
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct JudgedV1 {
-    limit: i64,
     in_use: i64,
+    limit: i64,
     reserved: i64,
 }
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DeniedV1 {
-    reservation_id: Uuid,
     deltas: BTreeMap<String, i64>,
-    overs: Vec<String>,
     judged: BTreeMap<String, JudgedV1>,
+    overs: Vec<String>,
+    reservation_id: Uuid,
 }
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CorrectedV1 {
-    resource: String,
-    in_use_before: i64,
     in_use_after: i64,
+    in_use_before: i64,
     reason: String,
+    resource: String,
 }
 
 fn deltas_by_name(deltas: &Deltas) -> BTreeMap<String, i64> {
@@ -178,16 +184,14 @@ pub fn encode(event: &Event) -> Encoded {
     }
 }
 
-fn to_json<T: Serialize>(value: &T) -> serde_json::Value {
+fn to_json<T: Serialize>(value: &T) -> Box<RawValue> {
     // These types hold only strings, integers and maps with string keys: serialising cannot fail.
-    serde_json::to_value(value).expect("stored event types always serialise")
+    serde_json::value::to_raw_value(value).expect("stored event types always serialise")
 }
 
-pub fn decode(
-    event_type: &str,
-    schema_version: u16,
-    data: &serde_json::Value,
-) -> Result<Event, DecodeError> {
+/// The event stored as `event_type` at `schema_version` with the JSON text `data`, parsed
+/// straight into that version's serialised type.
+pub fn decode(event_type: &str, schema_version: u16, data: &str) -> Result<Event, DecodeError> {
     let malformed = |message: String| DecodeError::Malformed {
         event_type: event_type.to_owned(),
         version: schema_version,
@@ -303,8 +307,8 @@ pub fn decode(
     Ok(event)
 }
 
-fn from_json<T: DeserializeOwned>(data: &serde_json::Value) -> Result<T, String> {
-    T::deserialize(data).map_err(|e| e.to_string())
+fn from_json<T: DeserializeOwned>(data: &str) -> Result<T, String> {
+    serde_json::from_str(data).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -372,8 +376,42 @@ mod tests {
         for event in every_event() {
             let enc = encode(&event);
             assert_eq!(enc.schema_version, CURRENT_SCHEMA_VERSION);
-            let back = decode(enc.event_type, enc.schema_version, &enc.data).unwrap();
+            let back = decode(enc.event_type, enc.schema_version, enc.data.get()).unwrap();
             assert_eq!(back, event);
+        }
+    }
+
+    /// The stored text of each body, compact with its keys in order, as bodies have always
+    /// been stored. If this test breaks, new events are stored differently from the old ones.
+    #[test]
+    fn bodies_are_stored_as_this_text() {
+        let texts: Vec<String> = every_event()
+            .iter()
+            .map(|event| encode(event).data.get().to_owned())
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                r#"{"limits":{"instances":10}}"#,
+                r#"{"forced":true,"limits":{"cores":-1}}"#,
+                r#"{}"#,
+                r#"{"deltas":{"cores":2,"ram":-4096},"expires_at":"2026-01-02T03:04:05Z","reservation_id":"00000000-0000-0000-0000-000000000001"}"#,
+                r#"{"reservation_id":"00000000-0000-0000-0000-000000000001"}"#,
+                r#"{"reason":"freed","reservation_id":"00000000-0000-0000-0000-000000000001"}"#,
+                r#"{"deltas":{"cores":2,"ram":-4096},"judged":{"cores":{"in_use":3,"limit":4,"reserved":1}},"overs":["cores"],"reservation_id":"00000000-0000-0000-0000-000000000002"}"#,
+                r#"{"in_use_after":0,"in_use_before":5,"reason":"audit 42","resource":"ram"}"#,
+            ]
+        );
+    }
+
+    /// A body that is not JSON, or JSON of another shape, is malformed, never a panic.
+    #[test]
+    fn bodies_that_are_not_json_are_malformed() {
+        for body in ["", "{", "not json", "{\"limits\": {}} trailing"] {
+            assert!(matches!(
+                decode("LimitsSet", 1, body),
+                Err(DecodeError::Malformed { .. })
+            ));
         }
     }
 
@@ -386,20 +424,20 @@ mod tests {
             "expires_at": "2026-01-02T03:04:05Z"
         });
         assert!(matches!(
-            decode("ReservationRequested", 1, &requested),
+            decode("ReservationRequested", 1, &requested.to_string()),
             Ok(Event::ReservationRequested { .. })
         ));
         let released =
             json!({"reservation_id": "00000000-0000-0000-0000-000000000001", "reason": "expired"});
         assert_eq!(
-            decode("ReservationReleased", 1, &released),
+            decode("ReservationReleased", 1, &released.to_string()),
             Ok(Event::ReservationReleased {
                 reservation_id: id(1),
                 reason: ReleaseReason::Expired
             })
         );
         assert_eq!(
-            decode("LimitsSet", 1, &json!({"limits": {"cores": 8}})),
+            decode("LimitsSet", 1, &json!({"limits": {"cores": 8}}).to_string()),
             Ok(Event::LimitsSet {
                 limits: [(r("cores"), Limit::new(8).unwrap())].into(),
                 forced: false
@@ -410,11 +448,11 @@ mod tests {
     #[test]
     fn bad_stored_events_are_errors_not_panics() {
         assert!(matches!(
-            decode("Nope", 1, &json!({})),
+            decode("Nope", 1, "{}"),
             Err(DecodeError::UnknownType(_))
         ));
         assert!(matches!(
-            decode("LimitsReset", 9, &json!({})),
+            decode("LimitsReset", 9, "{}"),
             Err(DecodeError::UnknownVersion { .. })
         ));
         for body in [
@@ -424,7 +462,7 @@ mod tests {
             json!({"limits": {}, "extra": 1}),
         ] {
             assert!(matches!(
-                decode("LimitsSet", 1, &body),
+                decode("LimitsSet", 1, &body.to_string()),
                 Err(DecodeError::Malformed { .. })
             ));
         }
@@ -432,6 +470,7 @@ mod tests {
             "ReservationReleased",
             1,
             &json!({"reservation_id": "00000000-0000-0000-0000-000000000001", "reason": "??"})
+                .to_string()
         )
         .is_err());
     }

@@ -5,10 +5,14 @@
 //! the views only ever apply events already committed (and fsynced) to the events file, so
 //! after a crash the views file is at some past checkpoint and catches up. The SQL is common
 //! to both backends (`$n` placeholders, `ON CONFLICT`, row values); see `tables`.
+//!
+//! A *WAL flush* is what SQLite calls a checkpoint: copying the WAL's pages back into the
+//! views file. "Checkpoint" alone means a view's stored position (see `checkpoint`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ledger::store::WAL_BOUND_BYTES;
 use ledger::{Database, EventStore};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
@@ -21,19 +25,15 @@ pub(crate) const VIEWS_LOCK_KEY: i64 = 0x71_76_69_65_77;
 /// The session lock held for a whole rebuild: one rebuild at a time across nodes.
 pub(crate) const REBUILD_LOCK_KEY: i64 = VIEWS_LOCK_KEY + 1;
 /// Page size of a views file when it is created. A view batch inserts into six B-trees of the
-/// audit view at once; large pages make them shallower and split less. Measured with `quota
-/// bench --workload fleet` (8 s): the views ended 53k events behind the log with 1 KiB pages,
-/// 21k with 4 KiB and 9.7k–18.5k with 16 KiB, at the same boots/s.
+/// audit view at once; large pages make them shallower and split less, so the views keep
+/// closer to the log under load (see docs/BENCHMARKS.md).
 const VIEWS_PAGE_SIZE_BYTES: u32 = 16384;
-/// The views' WAL bound: past it the writer checkpoints itself.
-const WAL_AUTOCHECKPOINT_BYTES: u64 = 64 << 20;
 /// The page cache of the views' writer. A view batch touches a leaf of each project-led audit
 /// index per project it names, and with SQLite's default (2,000 KiB, 125 pages of 16 KiB) the
 /// cache overflowed in the middle of every batch: dirty pages were spilled to the WAL, read
-/// back, changed and written again. Measured with `quota bench --workload fleet` (1,000
-/// projects, 8 s, perf per thread): the writer's CPU per 1,000 boots was 30.7 ms with the
-/// default, 27.5 ms with 8 MiB, 23.2 ms with 16 MiB, 18.3 ms with 32 MiB and 19.4 ms with
-/// 64 MiB. The cache fills only as far as batches reach; at most this much memory.
+/// back, changed and written again. 32 MiB holds a fleet batch; a larger cache bought nothing
+/// more (see docs/BENCHMARKS.md). The cache fills only as far as batches reach; at most this
+/// much memory.
 const VIEWS_WRITER_CACHE_BYTES: u64 = 32 << 20;
 
 /// Where the views of the SQLite event file `events_file` live.
@@ -46,12 +46,12 @@ pub fn sqlite_views_path(events_file: &Path) -> PathBuf {
 #[derive(Clone, Debug)]
 pub(crate) enum Db {
     /// `write` is the views file's one writer and `read` its readers, so view queries never
-    /// queue behind view writes. `checkpointer` copies the views' WAL back into their file
-    /// after a rebuild's bulk writes. (The events are read through the store: see `feed`.)
+    /// queue behind view writes. `wal_flusher` flushes the views' WAL into their file after
+    /// bulk writes. (The events are read through the store: see `feed`.)
     Sqlite {
         write: SqlitePool,
         read: SqlitePool,
-        checkpointer: SqlitePool,
+        wal_flusher: SqlitePool,
     },
     Postgres(PgPool),
 }
@@ -75,15 +75,14 @@ impl Db {
                 // starts on the views thread, at its priority.
                 let write = on_views_thread(
                     SqlitePoolOptions::new().max_connections(1),
-                    // The follower checkpoints in the background (`checkpoint_wal`); the
-                    // writer's own checkpoint, by default every 1,000 pages, would copy nearly
+                    // The follower flushes the WAL in the background (`flush_wal`); the
+                    // writer's own flush, by default every 1,000 pages, would copy nearly
                     // every view batch into the file a second time, and fsync it, in line.
                     options
                         .clone()
                         .pragma(
                             "wal_autocheckpoint",
-                            (WAL_AUTOCHECKPOINT_BYTES / u64::from(VIEWS_PAGE_SIZE_BYTES))
-                                .to_string(),
+                            (WAL_BOUND_BYTES / u64::from(VIEWS_PAGE_SIZE_BYTES)).to_string(),
                         )
                         // A negative cache size is in KiB.
                         .pragma(
@@ -104,7 +103,7 @@ impl Db {
                     .max_connections(4)
                     .connect_with(options.clone().read_only(true))
                     .await?;
-                let checkpointer = on_views_thread(
+                let wal_flusher = on_views_thread(
                     SqlitePoolOptions::new()
                         .max_connections(1)
                         .min_connections(0),
@@ -114,7 +113,7 @@ impl Db {
                 Ok(Db::Sqlite {
                     write,
                     read,
-                    checkpointer,
+                    wal_flusher,
                 })
             }
             Database::Postgres(pool) => Ok(Db::Postgres(pool)),
@@ -180,19 +179,19 @@ async fn forget_views_of_another_store(
 pub(crate) const ROWS_PER_STATEMENT: usize = 1000;
 
 impl Db {
-    /// Starts copying SQLite's WAL back into the database file, without blocking writers
-    /// (PASSIVE), so a long run of view writes does not leave readers searching a huge WAL. A
-    /// failure only delays that.
-    pub(crate) fn checkpoint_wal(&self) {
-        if let Db::Sqlite { checkpointer, .. } = self {
+    /// Starts flushing SQLite's WAL into the views file, without blocking writers (PASSIVE),
+    /// so a long run of view writes does not leave readers searching a huge WAL. A failure
+    /// only delays that.
+    pub(crate) fn flush_wal(&self) {
+        if let Db::Sqlite { wal_flusher, .. } = self {
             // In the background: copying a large WAL takes a while, and nothing waits for it.
-            let checkpointer = checkpointer.clone();
+            let wal_flusher = wal_flusher.clone();
             tokio::spawn(async move {
                 if let Err(error) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                    .execute(&checkpointer)
+                    .execute(&wal_flusher)
                     .await
                 {
-                    tracing::warn!(error = ?error, "WAL checkpoint after view writes failed");
+                    tracing::warn!(error = ?error, "WAL flush after view writes failed");
                 }
             });
         }

@@ -59,7 +59,7 @@ pub(crate) fn spawn(inner: Arc<Inner>, mut shutdown: watch::Receiver<bool>) {
             match applied {
                 Ok(Applied::Advanced(position)) => {
                     if last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
-                        inner.db.checkpoint_wal();
+                        inner.db.flush_wal();
                         last_checkpoint = Instant::now();
                     }
                     // Under load, wait a moment so the next view transaction carries many

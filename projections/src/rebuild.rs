@@ -194,7 +194,7 @@ impl Inner {
             self.write_full(generation, &state).await?;
         }
         self.set_checkpoints(&targets, position).await?;
-        self.db.checkpoint_wal();
+        self.db.flush_wal();
         tracing::info!(
             elapsed_ms = phase.elapsed().as_millis() as u64,
             "rebuild: wrote the folded state"
@@ -270,7 +270,7 @@ impl Inner {
         let mut tx = self.db.begin_unlocked().await?;
         tx.delete_checkpoint(name, generation).await?;
         tx.commit().await?;
-        self.db.checkpoint_wal();
+        self.db.flush_wal();
         tracing::info!(
             elapsed_ms = phase.elapsed().as_millis() as u64,
             view = name,
@@ -352,7 +352,7 @@ impl Inner {
                 tx.commit().await?;
                 pages_written += 1;
                 if pages_written.is_multiple_of(10) {
-                    self.db.checkpoint_wal();
+                    self.db.flush_wal();
                 }
             }
             progress(position, until);

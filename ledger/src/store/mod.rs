@@ -10,21 +10,24 @@
 //! under a check in the same statement that the file is still that way
 //! ([`plan::speculate`]).
 
+mod backend;
 mod files;
 mod plan;
 mod postgres;
+mod rows;
 mod sqlite;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use domain::{EncodedSnapshot, StreamVersion, Timestamp};
+use serde_json::value::RawValue;
 use tokio::sync::watch;
 use uuid::Uuid;
 
 pub use files::{create_private_file, PRIVATE_FILE_MODE};
 pub use postgres::PostgresStore;
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, WAL_BOUND_BYTES};
 
 /// A global position: 1 for the first event ever stored, strictly increasing in commit order.
 /// `0` means "before the first event".
@@ -49,14 +52,37 @@ pub struct Metadata {
 }
 
 /// An event ready to append.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct EventData {
     pub event_id: Uuid,
     pub event_type: String,
     pub schema_version: u16,
-    pub data: serde_json::Value,
+    /// The body: JSON text as the codec wrote it, stored and read back as text (no JSON value
+    /// is built on the way). The type guarantees it is JSON, so an append never stores a body
+    /// that is not, and a stored body that is not reads as corrupt.
+    pub data: Box<RawValue>,
     pub metadata: Metadata,
     pub recorded_at: Timestamp,
+}
+
+impl PartialEq for EventData {
+    /// Bodies compare as text (`RawValue` has no equality of its own).
+    fn eq(&self, other: &Self) -> bool {
+        let EventData {
+            event_id,
+            event_type,
+            schema_version,
+            data,
+            metadata,
+            recorded_at,
+        } = self;
+        *event_id == other.event_id
+            && *event_type == other.event_type
+            && *schema_version == other.schema_version
+            && data.get() == other.data.get()
+            && *metadata == other.metadata
+            && *recorded_at == other.recorded_at
+    }
 }
 
 /// An event as stored.
@@ -73,7 +99,7 @@ impl RecordedEvent {
         domain::decode(
             &self.event.event_type,
             self.event.schema_version,
-            &self.event.data,
+            self.event.data.get(),
         )
     }
 }
@@ -97,15 +123,10 @@ pub struct FeedEvent {
 }
 
 impl FeedEvent {
-    /// The domain's event, decoded with the codec; a body that is not JSON is `Malformed`.
+    /// The domain's event, decoded with the codec straight from the text; a body that is not
+    /// JSON does not decode (`Malformed` for a known type and schema version).
     pub fn decode(&self) -> Result<domain::Event, domain::DecodeError> {
-        let data: serde_json::Value =
-            serde_json::from_str(&self.data).map_err(|e| domain::DecodeError::Malformed {
-                event_type: self.event_type.chars().take(64).collect(),
-                version: self.schema_version,
-                message: e.to_string(),
-            })?;
-        domain::decode(&self.event_type, self.schema_version, &data)
+        domain::decode(&self.event_type, self.schema_version, &self.data)
     }
 }
 
@@ -320,88 +341,6 @@ async fn open_with(url: &str, mode: OpenMode) -> Result<Arc<dyn EventStore>, Sto
     }
 }
 
-fn metadata_field(value: Option<String>) -> Option<String> {
-    value.filter(|s| !s.is_empty())
-}
-
-/// The metadata columns, as [`metadata_of`] reads them: every read of events selects these.
-pub(crate) const METADATA_COLUMNS: &str = "actor, request_id, correlation_id, principal";
-
-/// The columns [`feed_event`] reads, in its order (the metadata's by name). `data` and
-/// `schema_version` are the backend's expressions for the body as text and the schema version
-/// as a 64-bit integer.
-pub(crate) fn feed_columns(data: &str, schema_version: &str) -> String {
-    format!("position, stream, version, event_type, {schema_version}, {data}, recorded_at_ms, {METADATA_COLUMNS}")
-}
-
-/// A row that selected [`feed_columns`], on either backend.
-pub(crate) fn feed_event<R>(row: &R) -> Result<FeedEvent, StoreError>
-where
-    R: sqlx::Row,
-    usize: sqlx::ColumnIndex<R>,
-    for<'c> &'c str: sqlx::ColumnIndex<R>,
-    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    let schema_version: i64 = row.try_get(4)?;
-    Ok(FeedEvent {
-        position: to_u64(row.try_get(0)?, "position")?,
-        stream: row.try_get(1)?,
-        version: to_u64(row.try_get(2)?, "version")?,
-        event_type: row.try_get(3)?,
-        schema_version: u16::try_from(schema_version)
-            .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
-        data: row.try_get(5)?,
-        recorded_at: timestamp_from_ms(row.try_get(6)?)?,
-        metadata: metadata_of(row)?,
-    })
-}
-
-pub(crate) fn timestamp_from_ms(ms: i64) -> Result<Timestamp, StoreError> {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .ok_or_else(|| StoreError::Corrupt(format!("recorded_at {ms} out of range")))
-}
-
-/// The [`Metadata`] of a row that selected [`METADATA_COLUMNS`], read by column name.
-pub(crate) fn metadata_of<R>(row: &R) -> Result<Metadata, StoreError>
-where
-    R: sqlx::Row,
-    for<'c> &'c str: sqlx::ColumnIndex<R>,
-    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    let field = |name: &str| -> Result<Option<String>, StoreError> {
-        Ok(metadata_field(row.try_get(name)?))
-    };
-    Ok(Metadata {
-        actor: field("actor")?,
-        request_id: field("request_id")?,
-        correlation_id: field("correlation_id")?,
-        principal: field("principal")?,
-    })
-}
-
-pub(crate) fn to_u64(value: i64, what: &str) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {what} {value}")))
-}
-
-pub(crate) fn to_i64(value: u64) -> i64 {
-    // Positions and versions are counts of stored events; they stay far below 2^63.
-    i64::try_from(value).expect("position or version beyond i64")
-}
-
-pub(crate) fn snapshot_from(
-    version: i64,
-    format: i64,
-    data: String,
-) -> Result<EncodedSnapshot, StoreError> {
-    Ok(EncodedSnapshot {
-        version: to_u64(version, "snapshot version")?,
-        format: u16::try_from(format)
-            .map_err(|_| StoreError::Corrupt(format!("snapshot format {format}")))?,
-        data,
-    })
-}
-
 /// Moves a watched position (a store's published head, a view's applied position) forward to
 /// `position`, never back: appends, other nodes' notifications and view batches may report out
 /// of order. Wakes watchers only when it moved.
@@ -434,11 +373,14 @@ where
     for row in rows {
         let kind: String = row.try_get(0)?;
         match kind.as_str() {
-            "head" => head = to_u64(row.try_get(3)?, "position")?,
+            "head" => head = rows::to_u64(row.try_get(3)?, "position")?,
             "version" => {
                 // One row per stream asked about; a stream with no events has no version.
                 if let Some(version) = row.try_get::<Option<i64>, _>(2)? {
-                    versions.insert(row.try_get::<String, _>(1)?, to_u64(version, "version")?);
+                    versions.insert(
+                        row.try_get::<String, _>(1)?,
+                        rows::to_u64(version, "version")?,
+                    );
                 }
             }
             _ => {
@@ -447,8 +389,8 @@ where
                     id,
                     plan::StoredAt {
                         stream: row.try_get(1)?,
-                        version: to_u64(row.try_get(2)?, "version")?,
-                        position: to_u64(row.try_get(3)?, "position")?,
+                        version: rows::to_u64(row.try_get(2)?, "version")?,
+                        position: rows::to_u64(row.try_get(3)?, "position")?,
                     },
                 );
             }

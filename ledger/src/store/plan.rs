@@ -215,7 +215,7 @@ mod tests {
             event_id: Uuid::now_v7(),
             event_type: "Test".into(),
             schema_version: 1,
-            data: serde_json::json!({}),
+            data: serde_json::value::RawValue::from_string("{}".into()).unwrap(),
             metadata: Default::default(),
             recorded_at: chrono::DateTime::from_timestamp_millis(0).unwrap(),
         }

@@ -10,30 +10,25 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
-use sqlx::types::Json;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::{PgPool, Row as _};
 use tokio::sync::watch;
 
-use super::plan;
-use super::{
-    feed_columns, feed_event, metadata_of, timestamp_from_ms, to_i64, to_u64, AppendResult,
-    EventData, EventStore, FeedEvent, OpenMode, Position, RecordedEvent, StoreError, StreamAppend,
-};
-use domain::EncodedSnapshot;
+use super::backend::Backend;
+use super::rows::{to_i64, EVENT_COLUMNS, SAVE_SNAPSHOT};
+use super::{plan, AppendResult, EventStore, OpenMode, Position, StoreError, StreamAppend};
 
 /// The advisory lock key that serialises appends ("quota" in ASCII).
 const APPEND_LOCK_KEY: i64 = 0x71_75_6f_74_61;
 /// `BEGIN; SELECT pg_advisory_xact_lock(APPEND_LOCK_KEY)`, spelled out for the simple protocol.
 /// An append only looks rows up by key, so a sequential scan of `events` is never the right
 /// plan for it; but a connection opened on a new database caches the plans made for its empty
-/// tables, and without fresh statistics (autovacuum off) kept scanning as the tables grew
-/// (`quota bench --workload hot`, first run on a new database: 2,216 boots/s; with scans off,
-/// 5,858). Planning every statement anew instead cost a quarter of the boots/s.
+/// tables, and without fresh statistics (autovacuum off) kept scanning as the tables grew.
+/// Turning scans off keeps the cached plans on the indexes; planning every statement anew
+/// would cost more than it saves (see docs/BENCHMARKS.md).
 const BEGIN_AND_LOCK: &str =
     "BEGIN; SET LOCAL enable_seqscan = off; SELECT pg_advisory_xact_lock(487301543009)";
 const NOTIFY_CHANNEL: &str = "quota_events";
-const COLUMNS: &str = "position, stream, version, event_id, event_type, schema_version, data, actor, request_id, correlation_id, recorded_at_ms, principal";
 
 pub struct PostgresStore {
     pool: PgPool,
@@ -134,37 +129,32 @@ impl PostgresStore {
     }
 }
 
-fn decode_row(row: &PgRow) -> Result<RecordedEvent, StoreError> {
-    let data: Json<serde_json::Value> = row.try_get("data")?;
-    let schema_version: i16 = row.try_get("schema_version")?;
-    Ok(RecordedEvent {
-        position: to_u64(row.try_get("position")?, "position")?,
-        stream: row.try_get("stream")?,
-        version: to_u64(row.try_get("version")?, "version")?,
-        event: EventData {
-            event_id: row.try_get("event_id")?,
-            event_type: row.try_get("event_type")?,
-            schema_version: u16::try_from(schema_version)
-                .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
-            data: data.0,
-            metadata: metadata_of(row)?,
-            recorded_at: timestamp_from_ms(row.try_get("recorded_at_ms")?)?,
-        },
-    })
-}
-
 #[async_trait]
-impl EventStore for PostgresStore {
-    fn backend(&self) -> &'static str {
-        "postgres"
-    }
+impl Backend for PostgresStore {
+    type Db = sqlx::Postgres;
+    const NAME: &'static str = "postgres";
 
-    fn database(&self) -> super::Database {
+    fn database_of_events(&self) -> super::Database {
         super::Database::Postgres(self.pool.clone())
     }
 
-    async fn append(&self, batch: &[StreamAppend]) -> Result<Vec<AppendResult>, StoreError> {
-        plan::check_batch(batch)?;
+    fn read_pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    fn head_sender(&self) -> &watch::Sender<Position> {
+        &self.head
+    }
+
+    async fn store_identity(&self) -> Result<Option<String>, StoreError> {
+        // The views live in this same database, so they cannot be paired with another one.
+        Ok(None)
+    }
+
+    async fn append_valid_batch(
+        &self,
+        batch: &[StreamAppend],
+    ) -> Result<Vec<AppendResult>, StoreError> {
         // The head this node last heard of (its own appends, other nodes' NOTIFYs): if the
         // database is still there, the rows are inserted in one round trip, under a check in
         // the same statement; if not, nothing is inserted and the read below follows.
@@ -215,17 +205,13 @@ impl EventStore for PostgresStore {
         let new_head = plan.rows.last().map(|r| r.position);
         // Rare (one per doubling of a project's history), so one statement each.
         for (stream, snapshot) in &plan.snapshots {
-            sqlx::query(
-                "INSERT INTO snapshots (stream, version, format, data) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (stream) DO UPDATE \
-                 SET version = excluded.version, format = excluded.format, data = excluded.data",
-            )
-            .bind(stream)
-            .bind(to_i64(snapshot.version))
-            .bind(snapshot.format as i16)
-            .bind(&snapshot.data)
-            .execute(&mut *tx)
-            .await?;
+            sqlx::query(SAVE_SNAPSHOT)
+                .bind(stream)
+                .bind(to_i64(snapshot.version))
+                .bind(snapshot.format as i16)
+                .bind(&snapshot.data)
+                .execute(&mut *tx)
+                .await?;
         }
         if !plan.rows.is_empty() {
             let inserted = insert_rows(&mut tx, &plan.rows).await?;
@@ -242,93 +228,6 @@ impl EventStore for PostgresStore {
         }
         Ok(plan.results)
     }
-
-    async fn read_stream(
-        &self,
-        stream: &str,
-        from_version: u64,
-        max_count: usize,
-    ) -> Result<Vec<RecordedEvent>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3"
-        ))
-        .bind(stream)
-        .bind(to_i64(from_version))
-        .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(decode_row).collect()
-    }
-
-    async fn read_all(
-        &self,
-        after: Position,
-        max_count: usize,
-    ) -> Result<Vec<RecordedEvent>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM events WHERE position > $1 ORDER BY position LIMIT $2"
-        ))
-        .bind(to_i64(after))
-        .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(decode_row).collect()
-    }
-
-    async fn read_feed(
-        &self,
-        after: Position,
-        max_count: usize,
-    ) -> Result<Vec<FeedEvent>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {} FROM events WHERE position > $1 ORDER BY position LIMIT $2",
-            feed_columns(
-                "data::text AS data",
-                "schema_version::bigint AS schema_version"
-            )
-        ))
-        .bind(to_i64(after))
-        .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(feed_event).collect()
-    }
-
-    async fn stream_names(&self, after: &str, max_count: usize) -> Result<Vec<String>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT DISTINCT stream FROM events WHERE stream > $1 ORDER BY stream LIMIT $2",
-        )
-        .bind(after)
-        .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
-        .fetch_all(&self.pool)
-        .await?)
-    }
-
-    async fn identity(&self) -> Result<Option<String>, StoreError> {
-        // The views live in this same database, so they cannot be paired with another one.
-        Ok(None)
-    }
-
-    async fn read_snapshot(&self, stream: &str) -> Result<Option<EncodedSnapshot>, StoreError> {
-        let row: Option<(i64, i16, String)> =
-            sqlx::query_as("SELECT version, format, data FROM snapshots WHERE stream = $1")
-                .bind(stream)
-                .fetch_optional(&self.pool)
-                .await?;
-        row.map(|(version, format, data)| super::snapshot_from(version, format.into(), data))
-            .transpose()
-    }
-
-    async fn head(&self) -> Result<Position, StoreError> {
-        let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(position), 0) FROM events")
-            .fetch_one(&self.pool)
-            .await?;
-        to_u64(head, "position")
-    }
-
-    fn watch_head(&self) -> watch::Receiver<Position> {
-        self.head.subscribe()
-    }
 }
 
 /// What a speculative insert assumes (see [`plan::speculate`]).
@@ -339,8 +238,9 @@ struct Guard<'a> {
 
 type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
-/// Rows as one array per column, in the order of [`COLUMNS`]: one parameter each, whatever the
-/// number of rows, unpacked with `UNNEST`.
+/// Rows as one array per column, in the order of [`EVENT_COLUMNS`]: one parameter each, whatever
+/// the number of rows, unpacked with `UNNEST`. The bodies travel as text, cast to JSONB in the
+/// statement, so no JSON value is built on the way.
 struct ColumnArrays<'a> {
     positions: Vec<i64>,
     streams: Vec<&'a str>,
@@ -348,7 +248,7 @@ struct ColumnArrays<'a> {
     event_ids: Vec<uuid::Uuid>,
     types: Vec<&'a str>,
     schema_versions: Vec<i16>,
-    data: Vec<Json<&'a serde_json::Value>>,
+    data: Vec<&'a str>,
     actors: Vec<Option<&'a str>>,
     request_ids: Vec<Option<&'a str>>,
     correlation_ids: Vec<Option<&'a str>>,
@@ -379,7 +279,7 @@ impl<'a> ColumnArrays<'a> {
             arrays.event_ids.push(row.event.event_id);
             arrays.types.push(row.event.event_type.as_str());
             arrays.schema_versions.push(row.event.schema_version as i16);
-            arrays.data.push(Json(&row.event.data));
+            arrays.data.push(row.event.data.get());
             arrays.actors.push(row.event.metadata.actor.as_deref());
             arrays
                 .request_ids
@@ -397,7 +297,7 @@ impl<'a> ColumnArrays<'a> {
         arrays
     }
 
-    /// Binds the twelve arrays, in the order of [`COLUMNS`], as the query's next parameters.
+    /// Binds the twelve arrays, in the order of [`EVENT_COLUMNS`], as the query's next parameters.
     fn bind<'q>(&'q self, query: PgQuery<'q>) -> PgQuery<'q> {
         query
             .bind(&self.positions)
@@ -432,8 +332,8 @@ async fn append_guarded(
         .map(|(stream, version)| (*stream, version.map(to_i64)))
         .unzip();
     let query = sqlx::query(
-        "SELECT quota_append_guarded($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
-         $15, $16, $17, $18)",
+        "SELECT quota_append_guarded($1, $2, $3, $4, $5, $6, $7, $8::jsonb[], $9, $10, $11, $12, \
+         $13, $14, $15, $16, $17, $18)",
     )
     .bind(APPEND_LOCK_KEY);
     let inserted: i64 = arrays
@@ -458,7 +358,7 @@ async fn insert_rows(
     let arrays = ColumnArrays::of(rows);
     let new_head = rows.last().map_or(0, |r| r.position);
     let query = format!(
-        "WITH inserted AS (INSERT INTO events ({COLUMNS}) SELECT * FROM UNNEST(\
+        "WITH inserted AS (INSERT INTO events ({EVENT_COLUMNS}) SELECT * FROM UNNEST(\
          $1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::smallint[], \
          $7::jsonb[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::text[]) RETURNING 1) \
          SELECT n, CASE WHEN n > 0 THEN pg_notify($13, $14) END \

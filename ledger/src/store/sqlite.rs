@@ -2,34 +2,30 @@
 //! only once the WAL is fsynced. SQLite has one writer at a time; appends run on one dedicated
 //! connection inside `BEGIN IMMEDIATE`, reads on their own pool. (The views live in a file of
 //! their own, with their own writer: see the projections crate.)
+//!
+//! A *WAL flush* here is what SQLite calls a checkpoint: copying the pages the WAL holds back
+//! into the database file, so the WAL can start again from its beginning. (In this workspace
+//! "checkpoint" means a view's stored position.)
 
 use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection as _, Row as _, SqliteConnection, SqlitePool};
 use tokio::sync::watch;
 
-use super::{
-    feed_columns, feed_event, metadata_of, timestamp_from_ms, to_i64, to_u64, AppendResult,
-    EventData, EventStore, FeedEvent, Position, RecordedEvent, StoreError, StreamAppend,
-};
-use super::{files, plan, OpenMode};
-use domain::EncodedSnapshot;
+use super::backend::Backend;
+use super::rows::{to_i64, EVENT_COLUMNS, SAVE_SNAPSHOT};
+use super::{files, plan, AppendResult, EventStore, OpenMode, Position, StoreError, StreamAppend};
 
 /// The page size of files this store creates (existing files keep theirs).
 const PAGE_SIZE_BYTES: u32 = 1024;
-/// The WAL's bound, 64 MiB: the writer checkpoints when the WAL holds this many bytes of pages.
-const WAL_AUTOCHECKPOINT_BYTES: u64 = 64 << 20;
-/// How often the WAL is copied back into the database file while writes go on.
-const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(250);
-const SAVE_SNAPSHOT: &str = "INSERT INTO snapshots (stream, version, format, data) \
-     VALUES (?1, ?2, ?3, ?4) ON CONFLICT (stream) DO UPDATE \
-     SET version = excluded.version, format = excluded.format, data = excluded.data";
-const COLUMNS: &str = "position, stream, version, event_id, event_type, schema_version, data, actor, request_id, correlation_id, recorded_at_ms, principal";
+/// The bound of a WAL, 64 MiB, for the events file and the views' file alike: a writer flushes
+/// the WAL itself (SQLite's `wal_autocheckpoint`) once it holds this many bytes of pages.
+pub const WAL_BOUND_BYTES: u64 = 64 << 20;
+/// How often the WAL is flushed into the database file while writes go on.
+const WAL_FLUSH_INTERVAL: Duration = Duration::from_millis(250);
 
 pub struct SqliteStore {
     /// The one writer. `None` after a failed or abandoned append; the next append opens a
@@ -102,7 +98,7 @@ impl SqliteStore {
             // Takes effect only when the file is created. A group commit of the fleet workload
             // dirties one leaf of the (stream, version) index per stream it touches, and the
             // WAL write and its fsync grow with the bytes: 1 KiB pages write a quarter of
-            // what 4 KiB pages do (fleet: +14% boots/s with `quota bench`).
+            // what 4 KiB pages do (see docs/BENCHMARKS.md).
             .page_size(PAGE_SIZE_BYTES)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
@@ -128,7 +124,7 @@ impl SqliteStore {
                     .read_only(true)
                     // A whole page in flight: SQLite's thread hands rows over without waiting
                     // for the reader to take each few (sqlx's default is 50 rows), which
-                    // doubled a rebuild's time.
+                    // made a rebuild wait on every few rows (see docs/BENCHMARKS.md).
                     .row_buffer_size(super::MAX_READ_COUNT),
             );
         let store = SqliteStore {
@@ -141,7 +137,7 @@ impl SqliteStore {
         };
         let head = store.head().await?;
         store.head.send_replace(head);
-        spawn_checkpointer(options, store.head.subscribe()).await?;
+        spawn_wal_flusher(options, store.head.subscribe()).await?;
         Ok(store)
     }
 
@@ -186,7 +182,7 @@ const MAX_ROWS_PER_INSERT: usize = 512;
 fn insert_rows_sql(rows: usize) -> String {
     debug_assert!(rows > 0 && rows <= MAX_ROWS_PER_INSERT);
     let mut sql = format!(
-        "INSERT INTO events ({COLUMNS}) SELECT column1, column2, column3, column4, column5, \
+        "INSERT INTO events ({EVENT_COLUMNS}) SELECT column1, column2, column3, column4, column5, \
          column6, column7, column8, column9, column10, column11, column12 FROM (VALUES "
     );
     for i in 0..rows {
@@ -199,7 +195,7 @@ fn insert_rows_sql(rows: usize) -> String {
 
 type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
 
-/// Binds rows in the order of [`COLUMNS`].
+/// Binds rows in the order of [`EVENT_COLUMNS`].
 fn bind_rows<'q>(mut query: Query<'q>, rows: &'q [plan::Row<'q>]) -> Query<'q> {
     for row in rows {
         query = query
@@ -209,7 +205,7 @@ fn bind_rows<'q>(mut query: Query<'q>, rows: &'q [plan::Row<'q>]) -> Query<'q> {
             .bind(row.event.event_id)
             .bind(row.event.event_type.as_str())
             .bind(i64::from(row.event.schema_version))
-            .bind(row.event.data.to_string())
+            .bind(row.event.data.get())
             .bind(row.event.metadata.actor.as_deref())
             .bind(row.event.metadata.request_id.as_deref())
             .bind(row.event.metadata.correlation_id.as_deref())
@@ -331,16 +327,16 @@ async fn append_checked(
     Ok((plan.results, new_head))
 }
 
-/// Opens the writer connection. A background connection copies the WAL into the database file
-/// as it grows (see below); the writer's own checkpoint, every WAL_AUTOCHECKPOINT_BYTES, then
-/// finds little left to copy, and it is what lets the next commit restart the WAL from its
-/// start (a WAL that only grows makes every fsync also flush file-size metadata: 2x slower).
+/// Opens the writer connection. A background connection flushes the WAL into the database file
+/// as it grows (see below); the writer's own flush, every [`WAL_BOUND_BYTES`], then finds
+/// little left to copy, and it is what lets the next commit restart the WAL from its start (a
+/// WAL that only grows makes every fsync also write the file's size to disk).
 async fn connect_writer(options: &SqliteConnectOptions) -> Result<Writer, StoreError> {
     let mut conn = SqliteConnection::connect_with(options).await?;
     let page_size_bytes: i64 = sqlx::query_scalar("PRAGMA page_size")
         .fetch_one(&mut conn)
         .await?;
-    let pages = WAL_AUTOCHECKPOINT_BYTES / u64::try_from(page_size_bytes.max(512)).unwrap_or(512);
+    let pages = WAL_BOUND_BYTES / u64::try_from(page_size_bytes.max(512)).unwrap_or(512);
     sqlx::query(&format!("PRAGMA wal_autocheckpoint = {pages}"))
         .execute(&mut conn)
         .await?;
@@ -350,9 +346,9 @@ async fn connect_writer(options: &SqliteConnectOptions) -> Result<Writer, StoreE
     })
 }
 
-/// Copies the WAL back into the database file from a connection of its own, so commits seldom
-/// wait for it. A PASSIVE checkpoint takes no lock that writers need.
-async fn spawn_checkpointer(
+/// Flushes the WAL into the database file from a connection of its own, so commits seldom wait
+/// for it. A PASSIVE flush takes no lock that writers need.
+async fn spawn_wal_flusher(
     options: SqliteConnectOptions,
     mut head: watch::Receiver<Position>,
 ) -> Result<(), StoreError> {
@@ -362,7 +358,7 @@ async fn spawn_checkpointer(
         .await?;
     tokio::spawn(async move {
         loop {
-            tokio::time::sleep(CHECKPOINT_INTERVAL).await;
+            tokio::time::sleep(WAL_FLUSH_INTERVAL).await;
             // Only when something was written; stop with the store.
             match head.has_changed() {
                 Ok(true) => {
@@ -375,44 +371,22 @@ async fn spawn_checkpointer(
                 .execute(&pool)
                 .await
             {
-                tracing::warn!(%error, "WAL checkpoint failed; will retry");
+                tracing::warn!(%error, "WAL flush failed; will retry");
             }
         }
     });
     Ok(())
 }
 
-fn decode_row(row: &SqliteRow) -> Result<RecordedEvent, StoreError> {
-    let data: String = row.try_get("data")?;
-    let schema_version: i64 = row.try_get("schema_version")?;
-    Ok(RecordedEvent {
-        position: to_u64(row.try_get("position")?, "position")?,
-        stream: row.try_get("stream")?,
-        version: to_u64(row.try_get("version")?, "version")?,
-        event: EventData {
-            event_id: row.try_get("event_id")?,
-            event_type: row.try_get("event_type")?,
-            schema_version: u16::try_from(schema_version)
-                .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
-            data: serde_json::from_str(&data).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-            metadata: metadata_of(row)?,
-            recorded_at: timestamp_from_ms(row.try_get("recorded_at_ms")?)?,
-        },
-    })
-}
-
 #[async_trait]
-impl EventStore for SqliteStore {
-    fn backend(&self) -> &'static str {
-        "sqlite"
-    }
+impl Backend for SqliteStore {
+    type Db = sqlx::Sqlite;
+    const NAME: &'static str = "sqlite";
 
-    fn database(&self) -> super::Database {
-        super::Database::Sqlite(self.admin.clone())
-    }
-
-    async fn append(&self, batch: &[StreamAppend]) -> Result<Vec<AppendResult>, StoreError> {
-        plan::check_batch(batch)?;
+    async fn append_valid_batch(
+        &self,
+        batch: &[StreamAppend],
+    ) -> Result<Vec<AppendResult>, StoreError> {
         let mut writer = self.writer.lock().await;
         // Taken out for the append and put back only after it succeeded: after a failure, or
         // if this future is dropped midway, the connection may be inside a transaction (or one
@@ -426,89 +400,26 @@ impl EventStore for SqliteStore {
         Ok(results)
     }
 
-    async fn read_stream(
-        &self,
-        stream: &str,
-        from_version: u64,
-        max_count: usize,
-    ) -> Result<Vec<RecordedEvent>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM events WHERE stream = ? AND version >= ? ORDER BY version LIMIT ?"
-        ))
-        .bind(stream)
-        .bind(to_i64(from_version))
-        .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
-        .fetch_all(&self.read)
-        .await?;
-        rows.iter().map(decode_row).collect()
+    fn read_pool(&self) -> &SqlitePool {
+        &self.read
     }
 
-    async fn read_all(
-        &self,
-        after: Position,
-        max_count: usize,
-    ) -> Result<Vec<RecordedEvent>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?"
-        ))
-        .bind(to_i64(after))
-        .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
-        .fetch_all(&self.read)
-        .await?;
-        rows.iter().map(decode_row).collect()
+    fn feed_pool(&self) -> &SqlitePool {
+        &self.feed
     }
 
-    async fn read_feed(
-        &self,
-        after: Position,
-        max_count: usize,
-    ) -> Result<Vec<FeedEvent>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {} FROM events WHERE position > ? ORDER BY position LIMIT ?",
-            feed_columns("data", "schema_version")
-        ))
-        .bind(to_i64(after))
-        .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
-        .fetch_all(&self.feed)
-        .await?;
-        rows.iter().map(feed_event).collect()
+    fn database_of_events(&self) -> super::Database {
+        super::Database::Sqlite(self.admin.clone())
     }
 
-    async fn stream_names(&self, after: &str, max_count: usize) -> Result<Vec<String>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT DISTINCT stream FROM events WHERE stream > ? ORDER BY stream LIMIT ?",
-        )
-        .bind(after)
-        .bind(to_i64(max_count.min(super::MAX_READ_COUNT) as u64))
-        .fetch_all(&self.read)
-        .await?)
-    }
-
-    async fn identity(&self) -> Result<Option<String>, StoreError> {
+    async fn store_identity(&self) -> Result<Option<String>, StoreError> {
         Ok(sqlx::query_scalar("SELECT id FROM store_identity")
             .fetch_optional(&self.read)
             .await?)
     }
 
-    async fn read_snapshot(&self, stream: &str) -> Result<Option<EncodedSnapshot>, StoreError> {
-        let row: Option<(i64, i64, String)> =
-            sqlx::query_as("SELECT version, format, data FROM snapshots WHERE stream = ?")
-                .bind(stream)
-                .fetch_optional(&self.read)
-                .await?;
-        row.map(|(version, format, data)| super::snapshot_from(version, format, data))
-            .transpose()
-    }
-
-    async fn head(&self) -> Result<Position, StoreError> {
-        let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(position), 0) FROM events")
-            .fetch_one(&self.read)
-            .await?;
-        to_u64(head, "position")
-    }
-
-    fn watch_head(&self) -> watch::Receiver<Position> {
-        self.head.subscribe()
+    fn head_sender(&self) -> &watch::Sender<Position> {
+        &self.head
     }
 }
 
