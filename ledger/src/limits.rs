@@ -1,10 +1,11 @@
 //! The write side's bounds, in one place: the `Ledger`'s defaults (the ones an operator tunes
-//! are `quota serve` flags), the group commit's batch bounds and the metadata bound, with
+//! are `quota serve` flags), the group commit's and the stores' batch and read bounds, the
+//! SQLite files' sizing and the metadata bound, with
 //! their relationships to each other and to the domain's limits asserted at compile time.
 
-use domain::limits::{MAX_EXPIRED_PER_DECISION, MAX_TEXT_CHARS};
+use std::time::Duration;
 
-pub use crate::store::{MAX_BATCH_EVENTS, MAX_READ_COUNT};
+use domain::limits::{MAX_EXPIRED_PER_DECISION, MAX_TEXT_CHARS};
 
 /// Decide again at most this many times after an expected-version conflict.
 pub const DEFAULT_MAX_CONFLICT_RETRIES: u32 = 16;
@@ -30,6 +31,27 @@ pub const MAX_METADATA_CHARS: usize = 256;
 /// How often the group commit lets other tasks run between batches.
 pub const APPENDER_YIELDS: usize = 4;
 
+// The stores.
+
+/// Most rows one read returns; callers page with the last position or version they saw.
+pub const MAX_READ_COUNT: usize = 10_000;
+
+/// Most events one batch may carry (bounded so one transaction stays short).
+pub const MAX_BATCH_EVENTS: usize = 8_192;
+
+/// The page size of SQLite event files this store creates (existing files keep theirs).
+pub const PAGE_SIZE_BYTES: u32 = 1024;
+
+/// The bound of a WAL, 64 MiB, for the events file and the views' file alike: a writer flushes
+/// the WAL itself (SQLite's `wal_autocheckpoint`) once it holds this many bytes of pages.
+pub const WAL_BOUND_BYTES: u64 = 64 << 20;
+
+/// How often the WAL is flushed into the database file while writes go on.
+pub const WAL_FLUSH_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Most rows one INSERT statement carries: 12 parameters each, well under SQLite's 32,766.
+pub const MAX_ROWS_PER_INSERT: usize = 512;
+
 // Validated client text is stored whole.
 const _: () = assert!(MAX_TEXT_CHARS <= MAX_METADATA_CHARS);
 // One decision always fits one batch, or the group commit could never write it.
@@ -39,3 +61,9 @@ const _: () = assert!(DEFAULT_MAX_BATCH_APPENDS <= DEFAULT_QUEUE_CAPACITY);
 // Eviction stops trying for a while after freeing under 1% of the bound: that 1% is not zero.
 const _: () = assert!(DEFAULT_CACHE_MAX_RESERVATIONS >= 100);
 const _: () = assert!(DEFAULT_CACHE_PROJECTS >= 1 && DEFAULT_SNAPSHOT_MIN_EVENTS >= 1);
+// A batch of the largest size fits a bounded number of INSERT statements.
+const _: () = assert!(MAX_ROWS_PER_INSERT * 12 <= 32_766);
+const _: () = assert!(MAX_ROWS_PER_INSERT <= MAX_BATCH_EVENTS);
+const _: () = assert!(PAGE_SIZE_BYTES.is_power_of_two() && PAGE_SIZE_BYTES >= 512);
+// The WAL bound leaves room for a full batch at a page per event.
+const _: () = assert!(WAL_BOUND_BYTES >= (MAX_BATCH_EVENTS as u64) * (PAGE_SIZE_BYTES as u64));

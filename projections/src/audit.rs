@@ -5,8 +5,8 @@ use domain::{Deltas, ProjectId, ReservationId};
 use sqlx::QueryBuilder;
 
 use crate::checkpoint::{head_of, AUDIT};
-use crate::db::ROWS_PER_STATEMENT;
 use crate::fold::{parse_deltas, parse_limits, parse_usage_after, AuditRow};
+use crate::limits::ROWS_PER_STATEMENT;
 use crate::tables::{on_tx, Tx};
 use crate::{
     AuditEntry, AuditPage, AuditQuery, Inner, ProjectionError, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE,

@@ -15,12 +15,10 @@
 use std::future::Future;
 use std::sync::OnceLock;
 
+use crate::limits::VIEWS_NICE_INCREMENT;
 use tokio::runtime::{Builder, Handle};
 use tokio::task::JoinHandle;
 
-/// How much nicer the views thread is than the thread that starts it (nice values run from -20
-/// to 19; a thread with a higher one yields the core to one with a lower one).
-const VIEWS_NICE_INCREMENT: i32 = 10;
 const MAX_NICE: i32 = 19;
 
 fn handle() -> &'static Handle {

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use ledger::Position;
 
 use crate::fold::{batch_keys, ViewState};
+use crate::limits::BATCH_EVENTS;
 use crate::tables::ViewHead;
 use crate::{Inner, ProjectionError};
 
@@ -18,12 +19,6 @@ pub(crate) const AUDIT: &str = "audit";
 pub(crate) const USAGE_CODE_VERSION: i64 = 1;
 /// Audit 2: entries carry the principal, and limits entries what they changed.
 pub(crate) const AUDIT_CODE_VERSION: i64 = 2;
-
-/// Most events per batch: one read, one transaction. A view transaction rewrites every B-tree
-/// leaf it touches, and under load with many projects it touches nearly all the per-project
-/// leaves of the audit indexes whatever its size: so the fewer, larger transactions, the
-/// fewer bytes per event (see the follower's `COALESCE_FOR`).
-pub(crate) const BATCH_EVENTS: usize = 20_000;
 
 pub(crate) fn code_version(name: &str) -> i64 {
     if name == AUDIT {

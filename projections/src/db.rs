@@ -17,6 +17,7 @@ use ledger::{Database, EventStore};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
 
+use crate::limits::{VIEWS_PAGE_SIZE_BYTES, VIEWS_WRITER_CACHE_BYTES};
 use crate::ProjectionError;
 
 /// The key of the PostgreSQL advisory lock that serialises writers of the live views, so
@@ -24,17 +25,6 @@ use crate::ProjectionError;
 pub(crate) const VIEWS_LOCK_KEY: i64 = 0x71_76_69_65_77;
 /// The session lock held for a whole rebuild: one rebuild at a time across nodes.
 pub(crate) const REBUILD_LOCK_KEY: i64 = VIEWS_LOCK_KEY + 1;
-/// Page size of a views file when it is created. A view batch inserts into six B-trees of the
-/// audit view at once; large pages make them shallower and split less, so the views keep
-/// closer to the log under load (see docs/BENCHMARKS.md).
-const VIEWS_PAGE_SIZE_BYTES: u32 = 16384;
-/// The page cache of the views' writer. A view batch touches a leaf of each project-led audit
-/// index per project it names, and with SQLite's default (2,000 KiB, 125 pages of 16 KiB) the
-/// cache overflowed in the middle of every batch: dirty pages were spilled to the WAL, read
-/// back, changed and written again. 32 MiB holds a fleet batch; a larger cache bought nothing
-/// more (see docs/BENCHMARKS.md). The cache fills only as far as batches reach; at most this
-/// much memory.
-const VIEWS_WRITER_CACHE_BYTES: u64 = 32 << 20;
 
 /// Where the views of the SQLite event file `events_file` live.
 pub fn sqlite_views_path(events_file: &Path) -> PathBuf {
@@ -173,10 +163,6 @@ async fn forget_views_of_another_store(
     tx.commit().await?;
     Ok(())
 }
-
-/// Rows per multi-row statement: at most 12 parameters a row keeps every statement far below
-/// both backends' parameter limits, and few statements keep SQLite's per-statement cost low.
-pub(crate) const ROWS_PER_STATEMENT: usize = 1000;
 
 impl Db {
     /// Starts flushing SQLite's WAL into the views file, without blocking writers (PASSIVE),

@@ -13,23 +13,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::checkpoint::Applied;
+use crate::limits::{COALESCE_FOR, RECHECK_EVERY, RETRY_AT_MOST, RETRY_FIRST, WAL_FLUSH_EVERY};
 use crate::Inner;
-
-/// How often the follower looks for events without being woken (other nodes, lost wakes).
-const RECHECK_EVERY: Duration = Duration::from_millis(500);
-/// How long, after applying a batch, the follower lets new events gather before the next,
-/// unless a reader waits for them (`Projections::wait_for`). Views lag the ledger by up to
-/// this much under load, which SPEC.md allows; in exchange the views' file takes a few large
-/// transactions a second instead of dozens. On a shared disk that matters to the ledger: a
-/// view transaction's fsync writes megabytes, and the ledger's small fsyncs queue behind it
-/// (docs/BENCHMARKS.md, "Figures behind the code", has the measurement).
-const COALESCE_FOR: Duration = Duration::from_millis(500);
-/// How often, while views are written, their WAL is copied back into their file.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
-/// The wait after a first failure before trying again (the database may be restarting); it
-/// doubles with each failure in a row, up to `RETRY_AT_MOST`.
-const RETRY_FIRST: Duration = Duration::from_millis(100);
-const RETRY_AT_MOST: Duration = Duration::from_secs(30);
 
 /// The wait before the next try after `failures` failures in a row (at least 1).
 pub(crate) fn retry_after(failures: u32) -> Duration {
@@ -43,7 +28,7 @@ pub(crate) fn spawn(inner: Arc<Inner>, mut shutdown: watch::Receiver<bool>) {
     let mut head = inner.store.watch_head();
     let mut wanted = inner.wanted.subscribe();
     crate::background::spawn(async move {
-        let mut last_checkpoint = Instant::now();
+        let mut last_wal_flush = Instant::now();
         let mut failures_in_a_row = 0u32;
         loop {
             if *shutdown.borrow() {
@@ -58,9 +43,9 @@ pub(crate) fn spawn(inner: Arc<Inner>, mut shutdown: watch::Receiver<bool>) {
             }
             match applied {
                 Ok(Applied::Advanced(position)) => {
-                    if last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
+                    if last_wal_flush.elapsed() >= WAL_FLUSH_EVERY {
                         inner.db.flush_wal();
-                        last_checkpoint = Instant::now();
+                        last_wal_flush = Instant::now();
                     }
                     // Under load, wait a moment so the next view transaction carries many
                     // events: its fixed costs (loading the touched state, rewriting the
@@ -70,7 +55,7 @@ pub(crate) fn spawn(inner: Arc<Inner>, mut shutdown: watch::Receiver<bool>) {
                     // waiting for events not applied yet, go on at once instead.
                     let behind = head.borrow().saturating_sub(position);
                     let awaited = *wanted.borrow_and_update() > position;
-                    if behind < crate::checkpoint::BATCH_EVENTS as u64 && !awaited {
+                    if behind < crate::limits::BATCH_EVENTS as u64 && !awaited {
                         tokio::select! {
                             _ = tokio::time::sleep(COALESCE_FOR) => {}
                             _ = wanted.changed() => {}

@@ -14,6 +14,7 @@
 //!   transaction; `follower`: doing that whenever the feed moves.
 //! - `usage`, `audit`: the queries; `point_in_time`: usage at a past instant, replayed from the
 //!   streams with the domain's fold.
+//! - [`limits`]: the read side's bounds (batches, pages, timings), in one place.
 //! - `feed`: the views' only reader of the events (`EventStore::read_feed`, the codec).
 //! - `rebuild`: blue/green rebuilds; `verify`: the domain's replay, read stream by stream,
 //!   compared with the views; `health`: which views are degraded and why.
@@ -30,6 +31,7 @@ mod feed;
 mod fold;
 mod follower;
 mod health;
+pub mod limits;
 mod point_in_time;
 mod rebuild;
 mod tables;
@@ -48,13 +50,10 @@ pub use db::sqlite_views_path;
 use domain::{Deltas, Limit, ProjectId, ReservationId, ResourceName, Timestamp};
 pub use health::ViewHealth;
 use ledger::{EventStore, Position, StoreError};
+pub use limits::{DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE};
 
 /// The views this crate maintains, by name (as in `/v1/admin/projections/{name}/rebuild`).
 pub const PROJECTION_NAMES: [&str; 2] = ["usage", "audit"];
-
-/// Most audit entries one page returns.
-pub const MAX_AUDIT_PAGE: usize = 1000;
-pub const DEFAULT_AUDIT_PAGE: usize = 100;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectionError {

@@ -7,22 +7,15 @@ use std::sync::Arc;
 
 use ledger::Position;
 
-use crate::checkpoint::{
-    applied_position, code_version, head_of, Applied, AUDIT, BATCH_EVENTS, USAGE,
-};
+use crate::checkpoint::{applied_position, code_version, head_of, Applied, AUDIT, USAGE};
 use crate::db::Db;
 use crate::feed::{Feed, FeedEvent};
 use crate::fold::ViewState;
+use crate::limits::{
+    BATCH_EVENTS, DELETES_PER_TRANSACTION, PAGES_AHEAD, PAGE_EVENTS, ROWS_PER_TRANSACTION,
+};
 use crate::tables::{FullPart, ViewHead};
 use crate::{Inner, ProjectionError};
-
-/// Rows per transaction when writing a whole state: big enough to be fast, small enough that
-/// the ledger's appends on SQLite's single writer never wait long.
-const ROWS_PER_TRANSACTION: usize = 20_000;
-/// Rows deleted per transaction when dropping the old generation.
-const DELETES_PER_TRANSACTION: i64 = 10_000;
-/// Events per read of the feed.
-const PAGE_EVENTS: usize = 10_000;
 
 /// The tables of each view, with their keys (for bounded deletes).
 fn tables(view: &str) -> &'static [(&'static str, &'static str)] {
@@ -60,9 +53,6 @@ pub(crate) struct Pages {
     requested: Position,
     until: Position,
 }
-
-/// Pages read ahead of the fold.
-const PAGES_AHEAD: usize = 2;
 
 impl Pages {
     pub(crate) fn new(feed: Feed, after: Position, until: Position) -> Pages {

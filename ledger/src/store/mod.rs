@@ -27,16 +27,13 @@ use uuid::Uuid;
 
 pub use files::{create_private_file, PRIVATE_FILE_MODE};
 pub use postgres::PostgresStore;
-pub use sqlite::{SqliteStore, WAL_BOUND_BYTES};
+pub use sqlite::SqliteStore;
+
+pub use crate::limits::{MAX_BATCH_EVENTS, MAX_READ_COUNT, WAL_BOUND_BYTES};
 
 /// A global position: 1 for the first event ever stored, strictly increasing in commit order.
 /// `0` means "before the first event".
 pub type Position = u64;
-
-/// Most rows one read returns; callers page with the last position or version they saw.
-pub const MAX_READ_COUNT: usize = 10_000;
-/// Most events one batch may carry (bounded so one transaction stays short).
-pub const MAX_BATCH_EVENTS: usize = 8_192;
 
 /// Who and what caused an event, for audits. Each field is at most 256 characters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

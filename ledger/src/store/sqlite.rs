@@ -18,14 +18,7 @@ use tokio::sync::watch;
 use super::backend::Backend;
 use super::rows::{to_i64, EVENT_COLUMNS, SAVE_SNAPSHOT};
 use super::{files, plan, AppendResult, EventStore, OpenMode, Position, StoreError, StreamAppend};
-
-/// The page size of files this store creates (existing files keep theirs).
-const PAGE_SIZE_BYTES: u32 = 1024;
-/// The bound of a WAL, 64 MiB, for the events file and the views' file alike: a writer flushes
-/// the WAL itself (SQLite's `wal_autocheckpoint`) once it holds this many bytes of pages.
-pub const WAL_BOUND_BYTES: u64 = 64 << 20;
-/// How often the WAL is flushed into the database file while writes go on.
-const WAL_FLUSH_INTERVAL: Duration = Duration::from_millis(250);
+use crate::limits::{MAX_ROWS_PER_INSERT, PAGE_SIZE_BYTES, WAL_BOUND_BYTES, WAL_FLUSH_INTERVAL};
 
 pub struct SqliteStore {
     /// The one writer. `None` after a failed or abandoned append; the next append opens a
@@ -172,9 +165,6 @@ impl SqliteStore {
         Ok(results)
     }
 }
-
-/// Most rows one INSERT statement carries: 12 parameters each, well under SQLite's 32,766.
-const MAX_ROWS_PER_INSERT: usize = 512;
 
 /// `INSERT … SELECT … FROM (VALUES (?, …), …)` for `rows` rows, bound by [`bind_rows`]. The
 /// text depends only on the number of rows, so sqlx prepares each size once per connection;

@@ -7,8 +7,8 @@ use domain::{LiveReservation, ReservationId, ResourceName, DEFAULTS_STREAM};
 use sqlx::QueryBuilder;
 
 use super::{corrupt, limit, on_tx, resource, NumberTable, StoredReservation, Tx};
-use crate::db::ROWS_PER_STATEMENT;
 use crate::fold::{parse_deltas, ViewState};
+use crate::limits::ROWS_PER_STATEMENT;
 use crate::ProjectionError;
 
 impl Tx {

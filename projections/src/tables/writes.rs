@@ -5,8 +5,8 @@ use domain::{LiveReservation, ReservationId, ResourceName, DEFAULTS_STREAM};
 use sqlx::QueryBuilder;
 
 use super::{on_tx, Tx};
-use crate::db::ROWS_PER_STATEMENT;
 use crate::fold::{Changes, ViewState};
+use crate::limits::ROWS_PER_STATEMENT;
 use crate::ProjectionError;
 
 impl Tx {
