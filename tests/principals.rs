@@ -226,21 +226,15 @@ async fn unknown_principal(store: StoreUrl) {
             ResourceName::parse("instances").unwrap(),
             Limit::new(2).unwrap(),
         )];
-        let encoded = domain::encode(&Event::LimitsSet {
+        let limits_set = Event::LimitsSet {
             limits: limits.into(),
             forced: false,
-        });
-        let event = EventData {
-            event_id: uuid::Uuid::now_v7(),
-            event_type: encoded.event_type.to_owned(),
-            schema_version: encoded.schema_version,
-            data: encoded.data,
-            metadata: Metadata {
-                actor: Some("alice".into()),
-                ..Metadata::default()
-            },
-            recorded_at: chrono::Utc::now(),
         };
+        let metadata = Metadata {
+            actor: Some("alice".into()),
+            ..Metadata::default()
+        };
+        let event = EventData::encode(&limits_set, metadata, chrono::Utc::now());
         let append = StreamAppend::new("project-legacy", ExpectedVersion::NoStream, vec![event]);
         let results = events.append(&[append]).await.expect("append");
         assert!(!results[0].is_conflict());

@@ -26,15 +26,8 @@ fn meta(principal: Option<&str>) -> Metadata {
 }
 
 fn limits_reset(principal: Option<&str>) -> EventData {
-    let encoded = domain::encode(&Event::LimitsReset);
-    EventData {
-        event_id: Uuid::now_v7(),
-        event_type: encoded.event_type.to_owned(),
-        schema_version: encoded.schema_version,
-        data: encoded.data,
-        metadata: meta(principal),
-        recorded_at: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
-    }
+    let at = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    EventData::encode(&Event::LimitsReset, meta(principal), at)
 }
 
 async fn append(store: &dyn EventStore, expected: ExpectedVersion, event: EventData) {

@@ -9,9 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{TimeDelta, TimeZone, Utc};
-use domain::{
-    encode, Deltas, Event, Limit, ReleaseReason, ReservationId, ResourceName, DEFAULTS_STREAM,
-};
+use domain::{Deltas, Event, Limit, ReleaseReason, ReservationId, ResourceName, DEFAULTS_STREAM};
 use ledger::{EventData, EventStore, ExpectedVersion, Metadata, StreamAppend};
 use projections::Projections;
 use rand::rngs::StdRng;
@@ -26,20 +24,12 @@ fn r(s: &str) -> ResourceName {
 }
 
 fn data(event: &Event, at: chrono::DateTime<Utc>, actor: &str) -> EventData {
-    let encoded = encode(event);
-    EventData {
-        event_id: Uuid::now_v7(),
-        event_type: encoded.event_type.to_owned(),
-        schema_version: encoded.schema_version,
-        data: encoded.data,
-        metadata: Metadata {
-            actor: Some(actor.to_owned()),
-            request_id: None,
-            correlation_id: None,
-            principal: Some(actor.to_owned()),
-        },
-        recorded_at: at,
-    }
+    let metadata = Metadata {
+        actor: Some(actor.to_owned()),
+        principal: Some(actor.to_owned()),
+        ..Metadata::default()
+    };
+    EventData::encode(event, metadata, at)
 }
 
 #[tokio::main]

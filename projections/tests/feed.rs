@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
-use domain::{encode, Deltas, Event, Limit, Limits, ProjectId, ReservationId, ResourceName};
+use domain::{Deltas, Event, Limit, Limits, ProjectId, ReservationId, ResourceName};
 use ledger::{
     Database, EventData, EventStore, ExpectedVersion, Ledger, LedgerConfig, ManualClock, Metadata,
     StreamAppend,
@@ -57,17 +57,7 @@ async fn setup(store: Arc<dyn EventStore>) -> (Arc<Ledger>, Arc<Projections>) {
 async fn append_raw(store: &dyn EventStore, project: &str, events: Vec<(Event, Metadata)>) {
     let events = events
         .into_iter()
-        .map(|(event, metadata)| {
-            let encoded = encode(&event);
-            EventData {
-                event_id: uuid::Uuid::now_v7(),
-                event_type: encoded.event_type.to_owned(),
-                schema_version: encoded.schema_version,
-                data: encoded.data,
-                metadata,
-                recorded_at: Utc::now(),
-            }
-        })
+        .map(|(event, metadata)| EventData::encode(&event, metadata, Utc::now()))
         .collect();
     let results = store
         .append(&[StreamAppend::new(

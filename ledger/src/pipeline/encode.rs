@@ -1,7 +1,6 @@
 //! A domain event and its request's metadata, as the store is given them.
 
 use domain::{Event, Timestamp};
-use uuid::Uuid;
 
 use crate::store::{EventData, Metadata};
 
@@ -14,18 +13,11 @@ fn bounded(value: &Option<String>) -> Option<String> {
 }
 
 pub(super) fn event_data(event: &Event, meta: &Metadata, now: Timestamp) -> EventData {
-    let encoded = domain::encode(event);
-    EventData {
-        event_id: Uuid::now_v7(),
-        event_type: encoded.event_type.to_owned(),
-        schema_version: encoded.schema_version,
-        data: encoded.data,
-        metadata: Metadata {
-            actor: bounded(&meta.actor),
-            request_id: bounded(&meta.request_id),
-            correlation_id: bounded(&meta.correlation_id),
-            principal: bounded(&meta.principal),
-        },
-        recorded_at: now,
-    }
+    let metadata = Metadata {
+        actor: bounded(&meta.actor),
+        request_id: bounded(&meta.request_id),
+        correlation_id: bounded(&meta.correlation_id),
+        principal: bounded(&meta.principal),
+    };
+    EventData::encode(event, metadata, now)
 }

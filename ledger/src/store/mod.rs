@@ -62,6 +62,21 @@ pub struct EventData {
     pub recorded_at: Timestamp,
 }
 
+impl EventData {
+    /// A domain event in its stored form (the codec's versioned body), with a new event id.
+    pub fn encode(event: &domain::Event, metadata: Metadata, recorded_at: Timestamp) -> EventData {
+        let encoded = domain::encode(event);
+        EventData {
+            event_id: Uuid::now_v7(),
+            event_type: encoded.event_type.to_owned(),
+            schema_version: encoded.schema_version,
+            data: encoded.data,
+            metadata,
+            recorded_at,
+        }
+    }
+}
+
 impl PartialEq for EventData {
     /// Bodies compare as text (`RawValue` has no equality of its own).
     fn eq(&self, other: &Self) -> bool {

@@ -59,6 +59,16 @@ pub(crate) enum NumberTable {
     Limits,
 }
 
+impl NumberTable {
+    /// The select of its (project, resource, value) rows, without a condition.
+    fn select(self) -> &'static str {
+        match self {
+            NumberTable::InUse => "SELECT project, resource, in_use FROM usage_in_use",
+            NumberTable::Limits => "SELECT project, resource, limit_value FROM usage_limits",
+        }
+    }
+}
+
 /// A stored reservation of the usage view.
 pub(crate) struct StoredReservation {
     pub project: String,

@@ -24,18 +24,9 @@ impl Tx {
         let mut with_defaults: Vec<&str> = projects.iter().map(String::as_str).collect();
         with_defaults.push(DEFAULTS_STREAM);
         for chunk in with_defaults.chunks(ROWS_PER_STATEMENT) {
-            let rows: Vec<(String, String, i64)> = on_tx!(self, |c, DB| {
-                let mut q = QueryBuilder::<DB>::new(
-                    "SELECT project, resource, limit_value FROM usage_limits WHERE generation = ",
-                );
-                q.push_bind(generation).push(" AND project IN (");
-                let mut list = q.separated(", ");
-                for p in chunk {
-                    list.push_bind(*p);
-                }
-                q.push(")");
-                q.build_query_as().fetch_all(&mut *c).await?
-            });
+            let rows = self
+                .numbers_of(NumberTable::Limits, generation, chunk)
+                .await?;
             for (project, name, value) in rows {
                 if project == DEFAULTS_STREAM {
                     state
@@ -54,18 +45,9 @@ impl Tx {
         }
         let projects: Vec<&str> = projects.iter().map(String::as_str).collect();
         for chunk in projects.chunks(ROWS_PER_STATEMENT) {
-            let rows: Vec<(String, String, i64)> = on_tx!(self, |c, DB| {
-                let mut q = QueryBuilder::<DB>::new(
-                    "SELECT project, resource, in_use FROM usage_in_use WHERE generation = ",
-                );
-                q.push_bind(generation).push(" AND project IN (");
-                let mut list = q.separated(", ");
-                for p in chunk {
-                    list.push_bind(*p);
-                }
-                q.push(")");
-                q.build_query_as().fetch_all(&mut *c).await?
-            });
+            let rows = self
+                .numbers_of(NumberTable::InUse, generation, chunk)
+                .await?;
             for (project, name, in_use) in rows {
                 state
                     .projects
@@ -74,28 +56,37 @@ impl Tx {
                     .in_use
                     .insert(resource(&name)?, in_use);
             }
-            let held = self.holds(generation, chunk).await?;
-            for r in held {
-                let view = state.projects.entry(r.project).or_default();
-                if r.held {
-                    view.held.insert(r.id, r.kept);
-                } else {
-                    view.committed.insert(r.id, r.kept);
-                }
+            for r in self.holds(generation, chunk).await? {
+                file_reservation(&mut state, r);
             }
         }
         let named: Vec<&(String, ReservationId)> = reservations.iter().collect();
         for chunk in named.chunks(ROWS_PER_STATEMENT / 2) {
             for r in self.named_reservations(generation, chunk).await? {
-                let view = state.projects.entry(r.project).or_default();
-                if r.held {
-                    view.held.insert(r.id, r.kept);
-                } else {
-                    view.committed.insert(r.id, r.kept);
-                }
+                file_reservation(&mut state, r);
             }
         }
         Ok(state)
+    }
+
+    /// The (project, resource, value) rows of `table` for `projects`.
+    async fn numbers_of(
+        &mut self,
+        table: NumberTable,
+        generation: i64,
+        projects: &[&str],
+    ) -> Result<Vec<(String, String, i64)>, ProjectionError> {
+        Ok(on_tx!(self, |c, DB| {
+            let mut q = QueryBuilder::<DB>::new(table.select());
+            q.push(" WHERE generation = ").push_bind(generation);
+            q.push(" AND project IN (");
+            let mut list = q.separated(", ");
+            for p in projects {
+                list.push_bind(*p);
+            }
+            q.push(")");
+            q.build_query_as().fetch_all(&mut *c).await?
+        }))
     }
 
     /// The held reservations of `projects`.
@@ -174,15 +165,8 @@ impl Tx {
         table: NumberTable,
         generation: i64,
     ) -> Result<Vec<(String, String, i64)>, ProjectionError> {
-        let sql = match table {
-            NumberTable::InUse => {
-                "SELECT project, resource, in_use FROM usage_in_use WHERE generation = $1"
-            }
-            NumberTable::Limits => {
-                "SELECT project, resource, limit_value FROM usage_limits WHERE generation = $1"
-            }
-        };
-        Ok(on_tx!(self, |c, DB| sqlx::query_as(sql)
+        let sql = format!("{} WHERE generation = $1", table.select());
+        Ok(on_tx!(self, |c, DB| sqlx::query_as(&sql)
             .bind(generation)
             .fetch_all(&mut *c)
             .await?))
@@ -264,4 +248,14 @@ fn stored_reservation(
             deltas: parse_deltas(&deltas).ok_or_else(|| corrupt("reservation deltas"))?,
         },
     })
+}
+
+/// Files a stored reservation under its project, as held or committed.
+fn file_reservation(state: &mut ViewState, r: StoredReservation) {
+    let view = state.projects.entry(r.project).or_default();
+    if r.held {
+        view.held.insert(r.id, r.kept);
+    } else {
+        view.committed.insert(r.id, r.kept);
+    }
 }
