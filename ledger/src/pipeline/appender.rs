@@ -1,6 +1,6 @@
 //! Group commit: one task takes every queued append (up to the batch bounds), writes them in one
 //! transaction, and answers each request with its own result. Fencing lives here too: a failed
-//! append moves its slot's generation on, so appends decided on that slot's speculation are
+//! append moves its slot's epoch on, so appends decided on that slot's speculation are
 //! refused before they reach the store.
 
 use std::sync::atomic::Ordering;
@@ -14,11 +14,11 @@ use super::{LedgerError, LedgerStats};
 use crate::limits::APPENDER_YIELDS;
 use crate::store::{AppendResult, EventStore, StoreError, StreamAppend, MAX_BATCH_EVENTS};
 
-/// The slot an append was decided on, and the generation its state had then: the append is
-/// written only if the slot is still at that generation when its batch is formed.
+/// The slot an append was decided on, and the epoch its state had then: the append is
+/// written only if the slot is still at that epoch when its batch is formed.
 pub(super) struct Fence {
     pub(super) slot: Arc<Slot>,
-    pub(super) generation: u64,
+    pub(super) epoch: u64,
 }
 
 type Reply = oneshot::Sender<Result<AppendResult, StoreError>>;
@@ -118,7 +118,7 @@ async fn run_appender(
         let mut waiters = Vec::with_capacity(batch.len());
         for request in batch {
             if let Some(fence) = &request.fence {
-                if fence.slot.generation.load(Ordering::SeqCst) != fence.generation {
+                if fence.slot.epoch.load(Ordering::SeqCst) != fence.epoch {
                     // Decided on speculation that failed: never write it.
                     let _ = request.reply.send(Ok(AppendResult::Conflict {
                         expected: request.append.expected,
@@ -172,13 +172,10 @@ async fn run_appender(
 }
 
 fn fail_fence(fence: &Option<Fence>) {
-    if let Some(Fence { slot, generation }) = fence {
-        // Only the first failure of a generation moves it on.
-        let _ = slot.generation.compare_exchange(
-            *generation,
-            generation + 1,
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
+    if let Some(Fence { slot, epoch }) = fence {
+        // Only the first failure of an epoch moves it on.
+        let _ = slot
+            .epoch
+            .compare_exchange(*epoch, epoch + 1, Ordering::SeqCst, Ordering::SeqCst);
     }
 }

@@ -10,7 +10,7 @@ use domain::{ProjectId, ProjectState, StreamVersion};
 /// One project's place in the cache.
 pub(super) struct Slot {
     /// Bumped by the appender when an append of this slot fails; see the pipeline's docs.
-    pub(super) generation: AtomicU64,
+    pub(super) epoch: AtomicU64,
     /// The reservations in `inner.state` when last counted: this slot's part of
     /// [`SlotCache::reservations`].
     reservations: AtomicUsize,
@@ -20,8 +20,8 @@ pub(super) struct Slot {
 /// A slot's state, changed only under its lock.
 pub(super) struct SlotState {
     pub(super) state: ProjectState,
-    /// The generation `state` was built under; a mismatch means it must be reloaded.
-    pub(super) generation: u64,
+    /// The epoch `state` was built under; a mismatch means it must be reloaded.
+    pub(super) epoch: u64,
     pub(super) loaded: bool,
     /// The version of the project's latest snapshot, stored or queued with an append.
     pub(super) snapshot_version: StreamVersion,
@@ -92,11 +92,11 @@ impl SlotCache {
             self.evict_idle(&mut slots);
         }
         let slot = Arc::new(Slot {
-            generation: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
             reservations: AtomicUsize::new(0),
             inner: tokio::sync::Mutex::new(SlotState {
                 state: ProjectState::new(project.clone()),
-                generation: 0,
+                epoch: 0,
                 loaded: false,
                 snapshot_version: None,
             }),

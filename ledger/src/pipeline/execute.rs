@@ -54,9 +54,9 @@ impl Ledger {
             let slot = self.cache.slot(project);
             // Read once: the same value decides whether the state is current and fences the
             // append, so a failure the appender records meanwhile cannot slip between them.
-            let generation = slot.generation.load(Ordering::SeqCst);
+            let epoch = slot.epoch.load(Ordering::SeqCst);
             let (events, answer, reply) = {
-                let mut inner = self.lock_current(project, &slot, generation).await?;
+                let mut inner = self.lock_current(project, &slot, epoch).await?;
                 let defaults = self.defaults();
                 let now = self.clock.now();
                 let Decision { events, answer } = decide(command, &inner.state, &defaults, now);
@@ -95,7 +95,7 @@ impl Ledger {
                 }
                 let fence = Fence {
                     slot: slot.clone(),
-                    generation,
+                    epoch,
                 };
                 let reply = self.appender.enqueue(append, Some(fence)).await?;
                 (events, answer, reply)
@@ -109,7 +109,7 @@ impl Ledger {
                 } => {
                     if !positions.is_empty() {
                         let mut inner = slot.inner.lock().await;
-                        if inner.generation == generation {
+                        if inner.epoch == epoch {
                             for ((event, version), position) in
                                 events.iter().zip(&versions).zip(&positions)
                             {
@@ -151,15 +151,15 @@ impl Ledger {
             attempts += 1;
             let slot = self.cache.slot(project);
             // Read once, as in `execute`.
-            let generation = slot.generation.load(Ordering::SeqCst);
+            let epoch = slot.epoch.load(Ordering::SeqCst);
             let (value, reply) = {
-                let inner = self.lock_current(project, &slot, generation).await?;
+                let inner = self.lock_current(project, &slot, epoch).await?;
                 let value = read(&inner.state, &self.defaults());
                 let expected = ExpectedVersion::from_version(inner.state.version);
                 let check = StreamAppend::new(stream.clone(), expected, Vec::new());
                 let fence = Fence {
                     slot: slot.clone(),
-                    generation,
+                    epoch,
                 };
                 let reply = self.appender.enqueue(check, Some(fence)).await?;
                 (value, reply)
@@ -181,20 +181,20 @@ impl Ledger {
     }
 
     /// Locks the slot, reloading its state from the store unless it is loaded and was built
-    /// under `generation`.
+    /// under `epoch`.
     async fn lock_current<'a>(
         &self,
         project: &ProjectId,
         slot: &'a Slot,
-        generation: u64,
+        epoch: u64,
     ) -> Result<MutexGuard<'a, SlotState>, LedgerError> {
         let mut inner = slot.inner.lock().await;
-        if inner.generation != generation || !inner.loaded {
+        if inner.epoch != epoch || !inner.loaded {
             inner.loaded = false;
             let (state, snapshot_version) = load_project(&*self.store, project, true).await?;
             inner.state = state;
             inner.snapshot_version = snapshot_version;
-            inner.generation = generation;
+            inner.epoch = epoch;
             inner.loaded = true;
             self.cache.count_reservations(slot, &inner.state);
         }

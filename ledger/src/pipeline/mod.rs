@@ -14,9 +14,9 @@
 //!   is on disk, including answers that append nothing (an idempotent commit, a not-found): those
 //!   send an empty append that only checks the stream version, so they too are answered only
 //!   from durable, current state.
-//! - **Speculation is fenced.** A slot has a generation. When any append of a slot fails (a
-//!   conflict with another node, or a store error) the appender bumps the generation before it
-//!   takes the next batch; queued appends decided under the old generation are then refused
+//! - **Speculation is fenced.** A slot has an epoch. When any append of a slot fails (a
+//!   conflict with another node, or a store error) the appender bumps the epoch before it
+//!   takes the next batch; queued appends decided under the old epoch are then refused
 //!   without reaching the store, and the next decision reloads the state from the stream. A
 //!   speculative event therefore never becomes the basis of a stored one unless it was stored.
 //! - **Across nodes** the expected-version check guards every append. On a conflict the pipeline
