@@ -79,13 +79,24 @@ async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes,
     Ok(bytes)
 }
 
+/// A body's error as a problem detail. A syntax error keeps where it is (the client must find
+/// it); an invalid value does not, since the message names the field or value already and the
+/// parser's line and column are about the bytes, not the request.
 fn json_error(e: serde_json::Error) -> ApiError {
-    let what = match e.classify() {
-        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => "malformed JSON",
-        serde_json::error::Category::Data => "invalid body",
-        serde_json::error::Category::Io => "unreadable body",
+    use serde_json::error::Category;
+    let text = e.to_string();
+    let (what, message) = match e.classify() {
+        Category::Syntax | Category::Eof => ("malformed JSON", text.as_str()),
+        Category::Data => {
+            let position = format!(" at line {} column {}", e.line(), e.column());
+            (
+                "invalid body",
+                text.strip_suffix(&position).unwrap_or(&text),
+            )
+        }
+        Category::Io => ("unreadable body", text.as_str()),
     };
-    ApiError::InvalidRequest(format!("{what}: {e}"))
+    ApiError::InvalidRequest(format!("{what}: {message}"))
 }
 
 /// Walks a JSON value and fails on a key repeated within one object. serde's derives and maps
@@ -403,6 +414,24 @@ mod tests {
         let mut shape =
             serde_json::Deserializer::from_str(r#"{"a": {"x": 1}, "b": [{"x": 1}, {"x": 2}]}"#);
         assert!(shape.deserialize_any(BodyObject).is_ok());
+    }
+
+    /// `quota defaults set instances=-5` printed "... at line 1 column 26": the parser's
+    /// position in bytes the operator never wrote.
+    #[test]
+    fn invalid_values_are_named_without_the_parsers_position() {
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Limits {
+            limits: std::collections::BTreeMap<String, domain::Limit>,
+        }
+        let error = parse_json::<Limits>(br#"{"limits": {"instances": -5}}"#)
+            .expect_err("a limit below -1")
+            .to_string();
+        assert!(error.contains("-5"), "{error}");
+        assert!(!error.contains("line 1"), "{error}");
+        let syntax = parse(r#"{"b": "x",}"#).expect_err("a trailing comma");
+        assert!(syntax.contains("line 1 column"), "{syntax}");
     }
 
     #[test]
