@@ -266,6 +266,36 @@ fn json_of(stdout: &str) -> serde_json::Value {
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
 }
 
+/// A refusal with one remedy says what to do (issue 17).
+#[tokio::test]
+async fn cli_refusals_say_what_to_do() {
+    let store = sqlite_store();
+    let server = Server::start(&store);
+    let url = server.url.clone();
+    let (ok, _, err) = cli(&url, vec!["defaults", "set", "instances=5"]).await;
+    assert!(ok, "{err}");
+    let (ok, _, err) = cli(&url, vec!["reserve", "acme", "gpus=1"]).await;
+    assert!(!ok);
+    assert!(
+        err.contains("unknown-resource") && err.contains("quota defaults set"),
+        "{err}"
+    );
+    let (ok, _, err) = cli(&url, vec!["reserve", "acme", "instances=3"]).await;
+    assert!(ok, "{err}");
+    let (ok, _, err) = cli(&url, vec!["limits", "set", "acme", "instances=1"]).await;
+    assert!(!ok);
+    assert!(
+        err.contains("limit-below-usage") && err.contains("--force"),
+        "{err}"
+    );
+    let (ok, _, err) = cli(
+        &url,
+        vec!["limits", "set", "acme", "instances=1", "--force"],
+    )
+    .await;
+    assert!(ok, "{err}");
+}
+
 #[tokio::test]
 async fn cli_clients_and_projection_tools() {
     let store = sqlite_store();

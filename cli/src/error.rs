@@ -20,6 +20,22 @@ impl CliError {
     }
 }
 
+/// What an operator can do about a refusal, for the problems that have one remedy.
+fn hint(status: u16, code: &str) -> Option<&'static str> {
+    match (status, code) {
+        (401, _) => Some("set QUOTA_TOKEN or --token"),
+        (_, "limit-below-usage") => Some(
+            "to set it anyway, add --force: usage stays as it is, and reserves are refused \
+             until it falls under the limit",
+        ),
+        (_, "unknown-resource") => Some(
+            "a resource exists once it has a default limit: quota defaults set NAME=LIMIT \
+             (-1 for unlimited)",
+        ),
+        _ => None,
+    }
+}
+
 /// A client's error, with the hint an operator needs for the usual causes (no server at the
 /// URL, no token).
 impl From<ClientError> for CliError {
@@ -30,8 +46,10 @@ impl From<ClientError> for CliError {
             )),
             ClientError::Problem(problem) => {
                 let mut message = problem.to_string();
-                if problem.status == 401 {
-                    message.push_str("\n  (set QUOTA_TOKEN or --token)");
+                if let Some(hint) = hint(problem.status, &problem.code) {
+                    message.push_str("\n  (");
+                    message.push_str(hint);
+                    message.push(')');
                 }
                 CliError {
                     message,
