@@ -22,6 +22,7 @@ impl Workload {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
+    /// What load to drive (SPEC.md's benchmark workloads).
     #[arg(long, value_enum)]
     pub workload: Workload,
     /// Concurrent closed-loop clients (default: 20 for burst, 16 otherwise).

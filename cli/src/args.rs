@@ -40,8 +40,9 @@ pub enum Command {
     Limits(LimitsCommand),
     /// Reserve deltas for a project: `quota reserve acme instances=1 cores=2 ram=4096`.
     Reserve {
+        /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
         project: String,
-        /// RESOURCE=AMOUNT pairs.
+        /// RESOURCE=AMOUNT pairs, e.g. instances=1 cores=2.
         #[arg(required = true, value_parser = parse_pair)]
         deltas: Vec<(String, i64)>,
         /// Seconds until an uncommitted hold expires (1 to 2592000; server default 86400).
@@ -56,22 +57,34 @@ pub enum Command {
     },
     /// Commit a held reservation.
     Commit {
+        /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
         project: String,
+        /// The reservation id (a UUID, as `reserve` printed it).
         id: String,
+        /// Who asks, for the audit.
         #[arg(long)]
         actor: Option<String>,
     },
     /// Release a reservation (roll back a hold, or free committed usage).
     Release {
+        /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
         project: String,
+        /// The reservation id (a UUID, as `reserve` printed it).
         id: String,
+        /// Who asks, for the audit.
         #[arg(long)]
         actor: Option<String>,
     },
     /// Show a reservation.
-    Reservation { project: String, id: String },
+    Reservation {
+        /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
+        project: String,
+        /// The reservation id (a UUID, as `reserve` printed it).
+        id: String,
+    },
     /// A project's usage, now or at a past time.
     Usage {
+        /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
         project: String,
         /// RFC 3339 time, e.g. 2026-01-31T12:00:00Z.
         #[arg(long)]
@@ -91,9 +104,11 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum DefaultsCommand {
+    /// Show the default limits (every resource that exists).
     Get,
     /// Set default limits: `quota defaults set instances=10 cores=20 ram=-1`.
     Set {
+        /// RESOURCE=LIMIT pairs; -1 is unlimited. Resources left out keep their default.
         #[arg(required = true, value_parser = parse_pair)]
         limits: Vec<(String, i64)>,
     },
@@ -101,12 +116,16 @@ pub enum DefaultsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum LimitsCommand {
+    /// Show a project's effective limits and where each comes from (project or default).
     Get {
+        /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
         project: String,
     },
     /// Set some of a project's limits: `quota limits set acme instances=5`.
     Set {
+        /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
         project: String,
+        /// RESOURCE=LIMIT pairs; -1 is unlimited. Resources left out keep their limit.
         #[arg(required = true, value_parser = parse_pair)]
         limits: Vec<(String, i64)>,
         /// Lower a limit below current usage anyway.
@@ -115,25 +134,31 @@ pub enum LimitsCommand {
     },
     /// Remove the project's own limits: back to the defaults.
     Reset {
+        /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
         project: String,
     },
 }
 
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
+    /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
     pub project: String,
+    /// Only entries recorded at or after this RFC 3339 time, e.g. 2026-01-31T12:00:00Z.
     #[arg(long)]
     pub since: Option<String>,
+    /// Only entries recorded before this RFC 3339 time.
     #[arg(long)]
     pub until: Option<String>,
     /// Event type, e.g. ReservationDenied.
     #[arg(long = "type")]
     pub event_type: Option<String>,
+    /// Only the entries of this reservation (its id).
     #[arg(long)]
     pub reservation: Option<String>,
+    /// Only the entries whose request named this actor.
     #[arg(long)]
     pub actor: Option<String>,
-    /// Page size (1 to 1000).
+    /// Page size (1 to 1000; the server's default is 100).
     #[arg(long)]
     pub limit: Option<u64>,
     /// Continue from a previous page's `next`.
@@ -153,6 +178,7 @@ pub enum ProjectionsCommand {
         /// One view (`usage` or `audit`); all when left out.
         #[arg(long)]
         name: Option<String>,
+        /// The event store: sqlite://PATH (an existing file) or postgres://...
         #[arg(long, env = "QUOTA_STORE", default_value = DEFAULT_STORE)]
         store: String,
     },
@@ -161,6 +187,7 @@ pub enum ProjectionsCommand {
         /// Only this view's differences (`usage` or `audit`).
         #[arg(long)]
         name: Option<String>,
+        /// The event store: sqlite://PATH (an existing file) or postgres://...
         #[arg(long, env = "QUOTA_STORE", default_value = DEFAULT_STORE)]
         store: String,
     },
@@ -174,4 +201,34 @@ fn parse_pair(s: &str) -> Result<(String, i64), String> {
         .parse::<i64>()
         .map_err(|e| format!("{name}: {value:?} is not a 64-bit integer: {e}"))?;
     Ok((name.to_owned(), value))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every command, argument and option says what it is (issue 17): walks the whole tree.
+    #[test]
+    fn every_argument_and_option_has_help() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                let path = format!("{path} {}", sub.get_name());
+                if sub.get_about().is_none() && sub.get_name() != "help" {
+                    missing.push(path.clone());
+                }
+                walk(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "quota", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:#?}");
+    }
 }
