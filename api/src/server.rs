@@ -257,11 +257,17 @@ async fn log_requests(request: Request, next: Next) -> Response {
     span.in_scope(|| {
         tracing::info!(
             status = response.status().as_u16(),
-            ms = started.elapsed().as_secs_f64() * 1e3,
+            ms = millis_to_microsecond(started.elapsed()),
             "answered"
         )
     });
     response
+}
+
+/// Milliseconds rounded to 3 decimals (the microsecond): a log line reads `ms=0.977`, not the
+/// float's every digit, and stays a number for JSON logs.
+fn millis_to_microsecond(elapsed: Duration) -> f64 {
+    (elapsed.as_nanos() as f64 / 1e3).round() / 1e3
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -475,6 +481,15 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+
+    #[test]
+    fn logged_milliseconds_keep_three_decimals() {
+        let elapsed = Duration::from_nanos(977_117_999);
+        assert_eq!(millis_to_microsecond(elapsed).to_string(), "977.118");
+        let elapsed = Duration::from_nanos(977_118);
+        assert_eq!(millis_to_microsecond(elapsed).to_string(), "0.977");
+        assert_eq!(millis_to_microsecond(Duration::ZERO).to_string(), "0");
+    }
 
     #[test]
     fn request_ids_follow_their_grammar() {

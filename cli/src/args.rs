@@ -164,7 +164,8 @@ pub struct AuditArgs {
     /// Continue from a previous page's `next`.
     #[arg(long)]
     pub cursor: Option<String>,
-    /// Follow `next` and print every page.
+    /// Follow `next` through every page and print one table of all the entries (with --json,
+    /// one JSON array of every entry, instead of one page document).
     #[arg(long)]
     pub all: bool,
 }
@@ -183,6 +184,7 @@ pub enum ProjectionsCommand {
         store: String,
     },
     /// Replay the events and print every difference from the stored views; exit 1 if any.
+    /// Says which views were compared (with --json: `{"views": [...], "differences": [...]}`).
     Verify {
         /// Only this view's differences (`usage` or `audit`).
         #[arg(long)]

@@ -4,7 +4,7 @@ use client::wire::{Amounts, ProjectLimits, SetDefaults, SetLimits};
 use client::Client;
 
 use crate::args::{DefaultsCommand, LimitsCommand};
-use crate::output::Output;
+use crate::output::{limit_text, Output};
 use crate::{table, CliError};
 
 pub async fn defaults(
@@ -21,7 +21,7 @@ pub async fn defaults(
             client.set_defaults(&body).await?
         }
     };
-    out.print(&answer, |body| limits_table(&body.limits));
+    out.print(&answer, |body| defaults_table(&body.limits));
     Ok(())
 }
 
@@ -45,7 +45,11 @@ pub async fn limits(client: &Client, out: Output, command: LimitsCommand) -> Res
         }
         LimitsCommand::Reset { project } => {
             client.reset_limits(&project).await?;
-            if !out.json {
+            if out.json {
+                // The reset answers 204 with no body; a script gets the limits now in effect,
+                // as `--json limits get` prints them (every source is then `default`).
+                println!("{}", client.limits(&project).await?.json);
+            } else {
                 println!("{project} is back on the default limits");
             }
         }
@@ -53,10 +57,20 @@ pub async fn limits(client: &Client, out: Output, command: LimitsCommand) -> Res
     Ok(())
 }
 
+/// The defaults define which resources exist: with none, say how to create one.
+fn defaults_table(limits: &Amounts) -> String {
+    if limits.is_empty() {
+        return "no defaults yet: quota defaults set NAME=LIMIT (-1 for unlimited) creates a \
+                resource"
+            .to_owned();
+    }
+    limits_table(limits)
+}
+
 fn limits_table(limits: &Amounts) -> String {
     let rows: Vec<Vec<String>> = limits
         .iter()
-        .map(|(resource, limit)| vec![resource.clone(), limit.to_string()])
+        .map(|(resource, limit)| vec![resource.clone(), limit_text(*limit)])
         .collect();
     table::render(&["RESOURCE", "LIMIT"], &rows)
 }
@@ -68,7 +82,7 @@ fn project_limits_table(answer: &ProjectLimits) -> String {
         .map(|(resource, entry)| {
             vec![
                 resource.clone(),
-                entry.limit.to_string(),
+                limit_text(entry.limit),
                 entry.source.clone(),
             ]
         })

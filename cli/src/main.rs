@@ -11,6 +11,7 @@ mod args;
 mod error;
 mod limits;
 mod output;
+mod progress;
 mod projections;
 mod reservations;
 mod table;

@@ -32,6 +32,13 @@ pub async fn status(client: &Client, out: Output) -> Result<(), CliError> {
     Ok(())
 }
 
+/// What `quota projections verify --json` prints: the views compared, and every difference.
+#[derive(serde::Serialize)]
+struct VerifyReport<'a> {
+    views: &'a [&'a str],
+    differences: Vec<DifferenceRow<'a>>,
+}
+
 /// A difference as `quota projections verify --json` prints it.
 #[derive(serde::Serialize)]
 struct DifferenceRow<'a> {
@@ -114,14 +121,7 @@ fn check_projection_name(name: &Option<String>) -> Result<(), CliError> {
 pub async fn rebuild(name: Option<String>, store: &str) -> Result<(), CliError> {
     check_projection_name(&name)?;
     let views = open_projections(store, ViewsFile::MayBuild).await?;
-    let bar = indicatif::ProgressBar::new(0);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} rebuilding [{bar:40}] {pos}/{len} events, {per_sec}, ETA {eta}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
+    let bar = crate::progress::rebuild_bar();
     let progress_bar = bar.clone();
     let progress = move |done: u64, total: u64| {
         progress_bar.set_length(total);
@@ -148,16 +148,21 @@ pub async fn rebuild(name: Option<String>, store: &str) -> Result<(), CliError> 
 pub async fn verify(name: Option<String>, store: &str, json_output: bool) -> Result<(), CliError> {
     check_projection_name(&name)?;
     let views = open_projections(store, ViewsFile::MustExist).await?;
+    let compared: Vec<&str> = match &name {
+        Some(name) => vec![name.as_str()],
+        None => ::projections::PROJECTION_NAMES.to_vec(),
+    };
     let mut differences = views
         .verify()
         .await
         .map_err(|e| CliError::new(format!("verify failed: {e}")))?;
-    if let Some(name) = &name {
-        differences.retain(|d| &d.view == name);
-    }
+    differences.retain(|d| compared.contains(&d.view.as_str()));
     if json_output {
-        let rows: Vec<DifferenceRow> = differences.iter().map(DifferenceRow::from).collect();
-        let text = serde_json::to_string(&rows)
+        let report = VerifyReport {
+            views: &compared,
+            differences: differences.iter().map(DifferenceRow::from).collect(),
+        };
+        let text = serde_json::to_string(&report)
             .map_err(|e| CliError::new(format!("verify failed: {e}")))?;
         println!("{text}");
     } else if differences.is_empty() {
@@ -167,15 +172,19 @@ pub async fn verify(name: Option<String>, store: &str, json_output: bool) -> Res
             .status()
             .await
             .map_err(|e| CliError::new(format!("verify failed: {e}")))?;
-        let reached = statuses.iter().map(|s| s.position).min().unwrap_or(0);
-        let head = statuses.iter().map(|s| s.head).max().unwrap_or(0);
+        let statuses = statuses
+            .iter()
+            .filter(|s| compared.contains(&s.name.as_str()));
+        let reached = statuses.clone().map(|s| s.position).min().unwrap_or(0);
+        let head = statuses.map(|s| s.head).max().unwrap_or(0);
+        let matched = views_match_text(&compared);
         if reached < head {
             println!(
-                "the views match the events up to position {reached}; the log's head is {head} \
+                "{matched} up to position {reached}; the log's head is {head} \
                  (the service applies the rest when it runs)"
             );
         } else {
-            println!("the views match the events");
+            println!("{matched}");
         }
     } else {
         let show = |v: Option<i64>| v.map_or("-".to_owned(), |n| n.to_string());
@@ -204,8 +213,42 @@ pub async fn verify(name: Option<String>, store: &str, json_output: bool) -> Res
         Ok(())
     } else {
         Err(CliError::new(format!(
-            "{} difference(s) between the views and the events; `quota projections rebuild` repairs them",
-            differences.len()
+            "{} difference(s) between the events and the {}; `quota projections rebuild` repairs them",
+            differences.len(),
+            views_text(&compared)
         )))
+    }
+}
+
+/// `the audit view` or `the usage and audit views`: which views a verify compared.
+fn views_text(compared: &[&str]) -> String {
+    match compared {
+        [one] => format!("{one} view"),
+        many => format!("{} views", many.join(" and ")),
+    }
+}
+
+/// `the audit view matches the events` / `the usage and audit views match the events`.
+fn views_match_text(compared: &[&str]) -> String {
+    let verb = if compared.len() == 1 {
+        "matches"
+    } else {
+        "match"
+    };
+    format!("the {} {verb} the events", views_text(compared))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_match_names_the_views_compared() {
+        assert_eq!(
+            super::views_match_text(&["audit"]),
+            "the audit view matches the events"
+        );
+        assert_eq!(
+            super::views_match_text(&["usage", "audit"]),
+            "the usage and audit views match the events"
+        );
     }
 }

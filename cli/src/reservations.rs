@@ -51,9 +51,12 @@ fn reservation_text(answer: &Reservation) -> String {
     rows.extend([
         ("deltas", pairs_text(&answer.deltas)),
         ("created_at", answer.created_at.clone()),
-        ("expires_at", answer.expires_at.clone()),
-        ("position", answer.position.to_string()),
     ]);
+    // Only a hold can still expire; after a commit or a release the time means nothing.
+    if answer.status == "held" {
+        rows.push(("expires_at", answer.expires_at.clone()));
+    }
+    rows.push(("position", answer.position.to_string()));
     rows.iter()
         .map(|(name, value)| format!("{name:<12} {value}"))
         .collect::<Vec<_>>()

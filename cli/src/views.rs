@@ -1,10 +1,11 @@
 //! `quota usage` and `quota audit`: the read side, over HTTP.
 
-use client::wire::{AuditPage, AuditQuery, Usage, UsageQuery};
-use client::Client;
+use client::wire::{AuditEntry, AuditPage, AuditQuery, Usage, UsageQuery};
+use client::{Answer, Client};
+use serde_json::Value;
 
 use crate::args::AuditArgs;
-use crate::output::{or_dash, pairs_text, Output};
+use crate::output::{limit_text, or_dash, pairs_text, Output};
 use crate::{table, CliError};
 
 pub async fn usage(
@@ -14,13 +15,13 @@ pub async fn usage(
     query: &UsageQuery,
 ) -> Result<(), CliError> {
     let answer = client.usage(project, query).await?;
-    out.print(&answer, usage_table);
+    out.print(&answer, |usage| usage_table(usage, query.at.as_deref()));
     Ok(())
 }
 
-/// Prints a page of the audit trail; with `--all`, every page after it too.
+/// Prints a page of the audit trail; with `--all`, every page as one table (or one JSON array).
 pub async fn audit(client: &Client, out: Output, args: AuditArgs) -> Result<(), CliError> {
-    let mut query = AuditQuery {
+    let query = AuditQuery {
         since: args.since,
         until: args.until,
         event_type: args.event_type,
@@ -29,47 +30,78 @@ pub async fn audit(client: &Client, out: Output, args: AuditArgs) -> Result<(), 
         cursor: args.cursor,
         limit: args.limit,
     };
-    loop {
+    if !args.all {
         let answer = client.audit(&args.project, &query).await?;
-        out.print(&answer, audit_table);
-        query.cursor = answer.body.next;
-        if !args.all || query.cursor.is_none() {
-            return Ok(());
+        out.print(&answer, |page| {
+            audit_table(&page.entries, page.next.as_deref())
+        });
+        return Ok(());
+    }
+    let pages = every_audit_page(client, &args.project, query).await?;
+    if out.json {
+        let entries: Vec<&Value> = pages
+            .iter()
+            .flat_map(|page| page.json["entries"].as_array().into_iter().flatten())
+            .collect();
+        println!("{}", Value::from_iter(entries.into_iter().cloned()));
+    } else {
+        let entries: Vec<AuditEntry> = pages
+            .into_iter()
+            .flat_map(|page| page.body.entries)
+            .collect();
+        // Every page was followed: there is no `next` to offer.
+        println!("{}", audit_table(&entries, None));
+    }
+    Ok(())
+}
+
+/// Follows `next` from the query's page to the last one.
+async fn every_audit_page(
+    client: &Client,
+    project: &str,
+    mut query: AuditQuery,
+) -> Result<Vec<Answer<AuditPage>>, CliError> {
+    let mut pages = Vec::new();
+    loop {
+        let answer = client.audit(project, &query).await?;
+        query.cursor = answer.body.next.clone();
+        pages.push(answer);
+        if query.cursor.is_none() {
+            return Ok(pages);
         }
     }
 }
 
-fn usage_table(answer: &Usage) -> String {
+/// `at` is the `--at` asked for, which an empty answer's hint names.
+fn usage_table(answer: &Usage, at: Option<&str>) -> String {
     let rows: Vec<Vec<String>> = answer
         .resources
         .iter()
         .map(|(resource, usage)| {
             vec![
                 resource.clone(),
-                if usage.limit == -1 {
-                    "unlimited".into()
-                } else {
-                    usage.limit.to_string()
-                },
+                limit_text(usage.limit),
                 usage.in_use.to_string(),
                 usage.reserved.to_string(),
                 or_dash(usage.headroom),
             ]
         })
         .collect();
-    format!(
-        "{}\n(as of position {})",
-        table::render(
-            &["RESOURCE", "LIMIT", "IN_USE", "RESERVED", "HEADROOM"],
-            &rows
-        ),
-        answer.position
-    )
+    let table = table::render(
+        &["RESOURCE", "LIMIT", "IN_USE", "RESERVED", "HEADROOM"],
+        &rows,
+    );
+    let hint = match (rows.is_empty(), at) {
+        (false, _) => String::new(),
+        (true, Some(at)) => format!("\n(no usage at {at}: no resource existed yet)"),
+        (true, None) => "\n(no resources yet: quota defaults set NAME=LIMIT creates one)".into(),
+    };
+    format!("{table}{hint}\n(as of position {})", answer.position)
 }
 
-fn audit_table(answer: &AuditPage) -> String {
-    let rows: Vec<Vec<String>> = answer
-        .entries
+/// The entries as a table; `next` is the cursor of the page after them, if there is one.
+fn audit_table(entries: &[AuditEntry], next: Option<&str>) -> String {
+    let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|entry| {
             vec![
@@ -95,7 +127,7 @@ fn audit_table(answer: &AuditPage) -> String {
         ],
         &rows,
     );
-    if let Some(next) = &answer.next {
+    if let Some(next) = next {
         out.push_str(&format!("\n(more: --cursor {next})"));
     }
     out

@@ -1,0 +1,272 @@
+//! What the `quota` command line prints (issue 17, items 8 and 10), on the real binary against a
+//! real `quota serve`: `audit --all` as one table or one JSON array, `unlimited` in every table,
+//! `expires_at` only for a hold, hints instead of bare headers, `--json limits reset`, which views
+//! `verify` compared, and the server's log lines.
+
+mod common;
+
+use common::{sqlite_store, Server, BINARY};
+use serde_json::{json, Value};
+
+/// Runs `quota` against `url`; returns (exit success, stdout, stderr). Blocking: the tests call
+/// it through [`cli`].
+fn quota(url: &str, args: &[String]) -> (bool, String, String) {
+    let output = std::process::Command::new(BINARY)
+        .args(args)
+        .env("QUOTA_URL", url)
+        .env_remove("QUOTA_TOKEN")
+        .env_remove("QUOTA_STORE")
+        .output()
+        .expect("run quota");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// [`quota`], off the async runtime's threads.
+async fn cli(url: &str, args: &[&str]) -> (bool, String, String) {
+    let url = url.to_owned();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || quota(&url, &args))
+        .await
+        .expect("run quota")
+}
+
+/// The command's stdout, after checking that it succeeded.
+async fn ok_out(url: &str, args: &[&str]) -> String {
+    let (ok, out, err) = cli(url, args).await;
+    assert!(ok, "quota {args:?} failed: {out}{err}");
+    out
+}
+
+fn json_of(stdout: &str) -> Value {
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+#[tokio::test]
+async fn audit_all_prints_one_table_or_one_json_array() {
+    let store = sqlite_store();
+    let server = Server::start(&store);
+    let api = server.client();
+    let url = server.url.clone();
+    api.set_defaults(json!({"instances": 100})).await;
+    for _ in 0..6 {
+        api.reserve("acme", json!({"instances": 1}))
+            .await
+            .assert_status(201);
+    }
+    let everything = json_of(&ok_out(&url, &["--json", "audit", "acme", "--limit", "1000"]).await);
+    let positions: Vec<&Value> = everything["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| &e["position"])
+        .collect();
+    assert_eq!(positions.len(), 6, "{everything}");
+
+    // One page without --all: unchanged, with the cursor of the next.
+    let page = ok_out(&url, &["audit", "acme", "--limit", "2"]).await;
+    assert_eq!(page.matches("POSITION").count(), 1, "{page}");
+    assert!(page.contains("(more: --cursor "), "{page}");
+    let page = json_of(&ok_out(&url, &["--json", "audit", "acme", "--limit", "2"]).await);
+    assert_eq!(page["entries"].as_array().map(Vec::len), Some(2), "{page}");
+    assert!(page["next"].is_string(), "{page}");
+
+    // --all: one header, a row per entry of every page, nothing more to follow.
+    let table = ok_out(&url, &["audit", "acme", "--limit", "2", "--all"]).await;
+    assert_eq!(table.matches("POSITION").count(), 1, "one header: {table}");
+    assert!(!table.contains("(more"), "{table}");
+    assert_eq!(
+        table.trim_end().lines().count(),
+        positions.len() + 1,
+        "{table}"
+    );
+
+    // --all --json: one array of every entry, in order.
+    let all = json_of(&ok_out(&url, &["--json", "audit", "acme", "--limit", "2", "--all"]).await);
+    let all_positions: Vec<&Value> = all
+        .as_array()
+        .unwrap_or_else(|| panic!("one JSON array: {all}"))
+        .iter()
+        .map(|e| &e["position"])
+        .collect();
+    assert_eq!(all_positions, positions);
+}
+
+#[tokio::test]
+async fn tables_print_unlimited_and_hints_where_json_keeps_the_server_answer() {
+    let store = sqlite_store();
+    let server = Server::start(&store);
+    let url = server.url.clone();
+
+    // Nothing yet: a hint, not a bare header.
+    let empty = ok_out(&url, &["defaults", "get"]).await;
+    assert!(
+        empty.contains("no defaults yet") && empty.contains("quota defaults set"),
+        "{empty}"
+    );
+    assert!(!empty.contains("RESOURCE"), "{empty}");
+    assert_eq!(
+        json_of(&ok_out(&url, &["--json", "defaults", "get"]).await),
+        json!({"limits": {}})
+    );
+    let before = ok_out(&url, &["usage", "acme", "--at", "2000-01-01T00:00:00Z"]).await;
+    assert!(
+        before.contains("no usage at 2000-01-01T00:00:00Z"),
+        "{before}"
+    );
+
+    // -1 reads `unlimited` in every table; --json keeps -1.
+    let set = ok_out(&url, &["defaults", "set", "instances=2", "ram=-1"]).await;
+    let got = ok_out(&url, &["defaults", "get"]).await;
+    for table in [&set, &got] {
+        assert!(
+            table.contains("unlimited") && !table.contains("-1"),
+            "{table}"
+        );
+    }
+    let json = json_of(&ok_out(&url, &["--json", "defaults", "get"]).await);
+    assert_eq!(json["limits"]["ram"], -1);
+
+    let set = ok_out(&url, &["limits", "set", "acme", "instances=-1"]).await;
+    let got = ok_out(&url, &["limits", "get", "acme"]).await;
+    for table in [&set, &got] {
+        assert!(
+            table.contains("unlimited") && !table.contains("-1"),
+            "{table}"
+        );
+    }
+    let json = json_of(&ok_out(&url, &["--json", "limits", "get", "acme"]).await);
+    assert_eq!(json["limits"]["instances"]["limit"], -1);
+    assert_eq!(json["limits"]["instances"]["source"], "project");
+
+    // The reset answers 204: --json prints the limits now in effect, as `limits get` would.
+    let reset = json_of(&ok_out(&url, &["--json", "limits", "reset", "acme"]).await);
+    assert_eq!(reset["project"], "acme", "{reset}");
+    assert_eq!(reset["limits"]["instances"]["limit"], 2, "{reset}");
+    assert_eq!(reset["limits"]["instances"]["source"], "default", "{reset}");
+    let reset = ok_out(&url, &["limits", "reset", "acme"]).await;
+    assert!(reset.contains("back on the default limits"), "{reset}");
+}
+
+#[tokio::test]
+async fn expires_at_shows_only_while_a_reservation_is_held() {
+    let store = sqlite_store();
+    let server = Server::start(&store);
+    let url = server.url.clone();
+    ok_out(&url, &["defaults", "set", "instances=10"]).await;
+
+    let held = ok_out(&url, &["reserve", "acme", "instances=1"]).await;
+    assert!(held.contains("expires_at"), "{held}");
+    let id = held
+        .lines()
+        .find_map(|l| l.strip_prefix("reservation"))
+        .map(|rest| rest.trim().to_owned())
+        .unwrap_or_else(|| panic!("no id: {held}"));
+    let committed = ok_out(&url, &["commit", "acme", &id]).await;
+    assert!(committed.contains("committed"), "{committed}");
+    assert!(!committed.contains("expires_at"), "{committed}");
+    let shown = ok_out(&url, &["reservation", "acme", &id]).await;
+    assert!(!shown.contains("expires_at"), "{shown}");
+    let json = json_of(&ok_out(&url, &["--json", "reservation", "acme", &id]).await);
+    assert!(json["expires_at"].is_string(), "--json unchanged: {json}");
+
+    let released = ok_out(&url, &["release", "acme", &id]).await;
+    assert!(released.contains("released"), "{released}");
+    assert!(!released.contains("expires_at"), "{released}");
+}
+
+#[tokio::test]
+async fn verify_says_which_views_it_compared() {
+    let store = sqlite_store();
+    let server = Server::start(&store);
+    let url = server.url.clone();
+    ok_out(&url, &["defaults", "set", "instances=10"]).await;
+    let held = json_of(&ok_out(&url, &["--json", "reserve", "acme", "instances=1"]).await);
+    let id = held["reservation_id"].as_str().expect("id");
+    ok_out(&url, &["commit", "acme", id]).await;
+    ok_out(&url, &["usage", "acme", "--min-position", "3"]).await;
+    assert!(server.terminate());
+    let offline = "http://127.0.0.1:9";
+    let verify = |name: Option<&'static str>, json: bool| {
+        let mut args = vec![];
+        if json {
+            args.push("--json");
+        }
+        args.extend(["projections", "verify", "--store", store.url.as_str()]);
+        if let Some(name) = name {
+            args.extend(["--name", name]);
+        }
+        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+        quota(offline, &args)
+    };
+
+    let (ok, out, err) = verify(None, false);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("the usage and audit views match the events"),
+        "{out}"
+    );
+
+    // Damage the usage view: the audit view alone still matches, and says it is the audit view.
+    let views_path = projections::sqlite_views_path(std::path::Path::new(
+        store.url.trim_start_matches("sqlite://"),
+    ));
+    let pool = sqlx::SqlitePool::connect_with(
+        sqlx::sqlite::SqliteConnectOptions::new().filename(views_path),
+    )
+    .await
+    .expect("open the views' database");
+    let damaged = sqlx::query("UPDATE usage_in_use SET in_use = in_use + 7 WHERE project = 'acme'")
+        .execute(&pool)
+        .await
+        .expect("damage the view");
+    assert!(damaged.rows_affected() > 0);
+    pool.close().await;
+
+    let (ok, out, err) = verify(Some("audit"), false);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("the audit view matches the events"), "{out}");
+    assert!(!out.contains("views match"), "{out}");
+    let (ok, out, err) = verify(Some("audit"), true);
+    assert!(ok, "{out}{err}");
+    assert_eq!(
+        json_of(&out),
+        json!({"views": ["audit"], "differences": []})
+    );
+
+    let (ok, out, err) = verify(None, true);
+    assert!(!ok, "the usage view differs: {out}");
+    let report = json_of(&out);
+    assert_eq!(report["views"], json!(["usage", "audit"]), "{report}");
+    let differences = report["differences"].as_array().expect("differences");
+    assert!(
+        !differences.is_empty() && differences.iter().all(|d| d["view"] == "usage"),
+        "{report}"
+    );
+    assert!(err.contains("usage and audit views"), "{err}");
+}
+
+#[tokio::test]
+async fn the_server_logs_milliseconds_with_three_decimals() {
+    let store = sqlite_store();
+    let server = Server::start(&store);
+    let api = server.client();
+    api.set_defaults(json!({"instances": 10})).await;
+    for _ in 0..5 {
+        api.get("/v1/defaults").await.assert_status(200);
+    }
+    let log = server.log_text();
+    let values: Vec<&str> = log
+        .split_whitespace()
+        .filter_map(|word| word.strip_prefix("ms="))
+        .collect();
+    assert!(values.len() >= 6, "{log}");
+    for value in values {
+        assert!(value.parse::<f64>().is_ok(), "a number: {value}");
+        let decimals = value.split_once('.').map_or(0, |(_, d)| d.len());
+        assert!(decimals <= 3, "ms={value}");
+    }
+}
