@@ -32,13 +32,6 @@ pub async fn status(client: &Client, out: Output) -> Result<(), CliError> {
     Ok(())
 }
 
-/// What `quota projections verify --json` prints: the views compared, and every difference.
-#[derive(serde::Serialize)]
-struct VerifyReport<'a> {
-    views: &'a [&'a str],
-    differences: Vec<DifferenceRow<'a>>,
-}
-
 /// A difference as `quota projections verify --json` prints it.
 #[derive(serde::Serialize)]
 struct DifferenceRow<'a> {
@@ -158,11 +151,10 @@ pub async fn verify(name: Option<String>, store: &str, json_output: bool) -> Res
         .map_err(|e| CliError::new(format!("verify failed: {e}")))?;
     differences.retain(|d| compared.contains(&d.view.as_str()));
     if json_output {
-        let report = VerifyReport {
-            views: &compared,
-            differences: differences.iter().map(DifferenceRow::from).collect(),
-        };
-        let text = serde_json::to_string(&report)
+        // A JSON array of the differences, as before: scripts read it; which views were
+        // compared is the `--name` they passed.
+        let rows: Vec<DifferenceRow> = differences.iter().map(DifferenceRow::from).collect();
+        let text = serde_json::to_string(&rows)
             .map_err(|e| CliError::new(format!("verify failed: {e}")))?;
         println!("{text}");
     } else if differences.is_empty() {
