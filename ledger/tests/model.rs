@@ -856,9 +856,10 @@ fn postgres_ledger_agrees_with_the_model() {
         return;
     };
     let runtime = runtime();
-    let store = runtime.block_on(async {
+    let (_schema, store) = runtime.block_on(async {
         let schema = testing::postgres_schema(&url).await;
-        testing::postgres_store_in(&url, &schema).await
+        let store = testing::postgres_store_in(&url, &schema).await;
+        (schema, store)
     });
     run_ledger_cases(&runtime, store, 200, "postgres");
 }

@@ -83,7 +83,7 @@ async fn principals_are_stored_and_read_back_sqlite() {
 
 #[tokio::test]
 async fn principals_are_stored_and_read_back_postgres() {
-    if let Some(store) = testing::postgres_store().await {
+    if let Some((_schema, store)) = testing::postgres_store().await {
         stored_and_read_back(store).await;
     }
 }
@@ -242,7 +242,7 @@ async fn the_sweeper_and_the_pipeline_record_principals_sqlite() {
 
 #[tokio::test]
 async fn the_sweeper_and_the_pipeline_record_principals_postgres() {
-    if let Some(store) = testing::postgres_store().await {
+    if let Some((_schema, store)) = testing::postgres_store().await {
         sweeper_and_pipeline(store).await;
     }
 }

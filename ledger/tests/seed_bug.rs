@@ -67,7 +67,7 @@ async fn sqlite_twenty_parallel_boots_grant_exactly_ten() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_twenty_parallel_boots_grant_exactly_ten() {
-    let Some(store) = testing::postgres_store().await else {
+    let Some((_schema, store)) = testing::postgres_store().await else {
         return;
     };
     assert_eq!(burst(&[ledger(store).await]).await, (10, 10));

@@ -213,7 +213,7 @@ async fn sqlite_long_history_loads_from_its_snapshot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_long_history_loads_from_its_snapshot() {
-    let Some(store) = testing::postgres_store().await else {
+    let Some((_schema, store)) = testing::postgres_store().await else {
         return;
     };
     a_long_history_loads_from_its_snapshot(store).await;
@@ -227,7 +227,7 @@ async fn sqlite_positions_missing_from_a_snapshot_are_read_from_the_events() {
 
 #[tokio::test]
 async fn postgres_positions_missing_from_a_snapshot_are_read_from_the_events() {
-    let Some(store) = testing::postgres_store().await else {
+    let Some((_schema, store)) = testing::postgres_store().await else {
         return;
     };
     positions_missing_from_a_snapshot_are_read_from_the_events(store).await;

@@ -483,7 +483,7 @@ macro_rules! conformance {
             $(
                 #[tokio::test]
                 async fn $name() {
-                    let Some(store) = ledger::testing::postgres_store().await else { return };
+                    let Some((_schema, store)) = ledger::testing::postgres_store().await else { return };
                     super::$name(store).await;
                 }
             )*
@@ -598,25 +598,30 @@ async fn sqlite_a_writer_whose_view_is_stale_conflicts_or_continues_after_the_ot
     a_writer_whose_view_is_stale_conflicts_or_continues_after_the_other(a, b).await;
 }
 
-/// Two stores on one new schema, as two nodes on one database; `None` without a server.
-async fn two_postgres_stores() -> Option<(Arc<dyn EventStore>, Arc<dyn EventStore>)> {
+/// Two stores on one new schema (dropped with the guard), as two nodes on one database; `None`
+/// without a server.
+async fn two_postgres_stores() -> Option<(
+    testing::PostgresSchema,
+    Arc<dyn EventStore>,
+    Arc<dyn EventStore>,
+)> {
     let url = testing::postgres_url()?;
     let schema = testing::postgres_schema(&url).await;
     let a = testing::postgres_store_in(&url, &schema).await;
     let b = testing::postgres_store_in(&url, &schema).await;
-    Some((a, b))
+    Some((schema, a, b))
 }
 
 #[tokio::test]
 async fn postgres_a_writer_whose_view_is_stale_conflicts_or_continues_after_the_other() {
-    if let Some((a, b)) = two_postgres_stores().await {
+    if let Some((_schema, a, b)) = two_postgres_stores().await {
         a_writer_whose_view_is_stale_conflicts_or_continues_after_the_other(a, b).await;
     }
 }
 
 #[tokio::test]
 async fn postgres_concurrent_writers_on_two_pools() {
-    if let Some((a, b)) = two_postgres_stores().await {
+    if let Some((_schema, a, b)) = two_postgres_stores().await {
         concurrent_writers_never_overwrite_and_followers_miss_nothing(vec![a, b]).await;
     }
 }

@@ -708,7 +708,7 @@ macro_rules! on_every_backend {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let Some(store) = ledger::testing::postgres_store().await else { return };
+                    let Some((_schema, store)) = ledger::testing::postgres_store().await else { return };
                     super::$name(store).await;
                 }
             )*

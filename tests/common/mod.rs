@@ -23,6 +23,9 @@ pub struct StoreUrl {
     pub postgres: Option<(String, String)>,
     /// Keeps the SQLite file's folder alive.
     _dir: Option<tempfile::TempDir>,
+    /// Drops the PostgreSQL schema with the store; declare servers after their store so that
+    /// they stop first.
+    _schema: Option<ledger::testing::PostgresSchema>,
 }
 
 pub fn sqlite_store() -> StoreUrl {
@@ -32,18 +35,20 @@ pub fn sqlite_store() -> StoreUrl {
         url,
         postgres: None,
         _dir: Some(dir),
+        _schema: None,
     }
 }
 
-/// A new schema on the PostgreSQL server of `QUOTA_TEST_POSTGRES_URL`, or `None` (the test is
-/// skipped) when it is not set.
+/// A new schema on the PostgreSQL server of `QUOTA_TEST_POSTGRES_URL`, dropped with the
+/// returned store, or `None` (the test is skipped) when it is not set.
 pub async fn postgres_store() -> Option<StoreUrl> {
     let server = ledger::testing::postgres_url()?;
     let schema = ledger::testing::postgres_schema(&server).await;
     Some(StoreUrl {
         url: ledger::testing::postgres_url_in(&server, &schema),
-        postgres: Some((server, schema)),
+        postgres: Some((server, schema.name().to_owned())),
         _dir: None,
+        _schema: Some(schema),
     })
 }
 
