@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{postgres_store, scenarios, sqlite_store, Server, StoreUrl};
+use common::{cli, json_of, postgres_store, scenarios, sqlite_store, Server, StoreUrl};
 
 /// Runs `check` against a server on a fresh SQLite file.
 macro_rules! on_sqlite {
@@ -232,38 +232,6 @@ async fn the_default_store_is_a_file_in_the_working_directory() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(dir.path().join("quota.db").exists());
-}
-
-/// Runs the `quota` command line; returns (exit success, stdout, stderr).
-fn quota(args: &[&str], url: &str) -> (bool, String, String) {
-    let output = std::process::Command::new(common::BINARY)
-        .args(args)
-        .env("QUOTA_URL", url)
-        .env_remove("QUOTA_TOKEN")
-        .env_remove("QUOTA_STORE")
-        .output()
-        .expect("run quota");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-/// The same, off the async runtime's threads (the command blocks until it exits).
-async fn cli(url: &str, args: Vec<&str>) -> (bool, String, String) {
-    let url = url.to_owned();
-    let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        quota(&args, &url)
-    })
-    .await
-    .expect("run quota")
-}
-
-fn json_of(stdout: &str) -> serde_json::Value {
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
 }
 
 /// A refusal with one remedy says what to do (issue 17).

@@ -5,44 +5,14 @@
 
 mod common;
 
-use common::{sqlite_store, Server, BINARY};
+use common::{cli, json_of, quota, sqlite_store, Server};
 use serde_json::{json, Value};
-
-/// Runs `quota` against `url`; returns (exit success, stdout, stderr). Blocking: the tests call
-/// it through [`cli`].
-fn quota(url: &str, args: &[String]) -> (bool, String, String) {
-    let output = std::process::Command::new(BINARY)
-        .args(args)
-        .env("QUOTA_URL", url)
-        .env_remove("QUOTA_TOKEN")
-        .env_remove("QUOTA_STORE")
-        .output()
-        .expect("run quota");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-/// [`quota`], off the async runtime's threads.
-async fn cli(url: &str, args: &[&str]) -> (bool, String, String) {
-    let url = url.to_owned();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    tokio::task::spawn_blocking(move || quota(&url, &args))
-        .await
-        .expect("run quota")
-}
 
 /// The command's stdout, after checking that it succeeded.
 async fn ok_out(url: &str, args: &[&str]) -> String {
     let (ok, out, err) = cli(url, args).await;
     assert!(ok, "quota {args:?} failed: {out}{err}");
     out
-}
-
-fn json_of(stdout: &str) -> Value {
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
 }
 
 #[tokio::test]
@@ -199,7 +169,6 @@ async fn verify_says_which_views_it_compared() {
         if let Some(name) = name {
             args.extend(["--name", name]);
         }
-        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
         quota(offline, &args)
     };
 

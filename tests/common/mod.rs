@@ -381,3 +381,37 @@ pub fn tokens_file(dir: &Path, lines: &str) -> PathBuf {
     std::fs::write(&path, lines).expect("write tokens file");
     path
 }
+
+/// Runs the `quota` command line against `url`, with no token or store from the environment;
+/// returns (exit success, stdout, stderr). Blocking: async tests use [`cli`].
+pub fn quota<S: AsRef<str>>(url: &str, args: &[S]) -> (bool, String, String) {
+    let output = Command::new(BINARY)
+        .args(args.iter().map(AsRef::as_ref))
+        .env("QUOTA_URL", url)
+        .env_remove("QUOTA_TOKEN")
+        .env_remove("QUOTA_STORE")
+        .output()
+        .expect("run quota");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// [`quota`], off the async runtime's threads (the command blocks until it exits).
+pub async fn cli<S: AsRef<str>>(
+    url: &str,
+    args: impl IntoIterator<Item = S>,
+) -> (bool, String, String) {
+    let url = url.to_owned();
+    let args: Vec<String> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+    tokio::task::spawn_blocking(move || quota(&url, &args))
+        .await
+        .expect("run quota")
+}
+
+/// A command's stdout as JSON.
+pub fn json_of(stdout: &str) -> Value {
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
