@@ -235,3 +235,27 @@ async fn the_server_logs_milliseconds_with_three_decimals() {
         assert!(decimals <= 3, "ms={value}");
     }
 }
+
+/// `quota audit --defaults`: the defaults' own audit (issue 17).
+#[tokio::test]
+async fn audit_defaults_prints_the_defaults_history() {
+    let store = sqlite_store();
+    let server = Server::start(&store);
+    let url = server.url.clone();
+    ok_out(&url, &["defaults", "set", "instances=10"]).await;
+    ok_out(&url, &["defaults", "set", "instances=4"]).await;
+    let all = json_of(&ok_out(&url, &["--json", "audit", "--defaults", "--all"]).await);
+    let entries = all.as_array().expect("one array");
+    assert_eq!(entries.len(), 2, "{all}");
+    assert!(
+        entries.iter().all(|e| e["type"] == "DefaultLimitsSet"),
+        "{all}"
+    );
+    let table = ok_out(&url, &["audit", "--defaults"]).await;
+    assert!(table.contains("DefaultLimitsSet"), "{table}");
+    let (ok, _, err) = cli(&url, ["audit"]).await;
+    assert!(
+        !ok && err.contains("--defaults"),
+        "a project or --defaults: {err}"
+    );
+}

@@ -122,6 +122,43 @@ async fn min_position_too_far(api: &Api) {
     assert!(answer.headers.get("retry-after").is_some());
 }
 
+/// The defaults' own audit (issue 17): each change with its before and after, filtered and
+/// paged like a project's.
+async fn defaults_audit(api: &Api) {
+    api.set_defaults(serde_json::json!({"instances": 10, "cores": 8}))
+        .await;
+    let set = api
+        .put(
+            "/v1/defaults",
+            serde_json::json!({"limits": {"instances": 4}, "actor": "ops-ann"}),
+        )
+        .await;
+    set.assert_status(200);
+    // No position on a defaults answer: the node's wait for its own last write is enough.
+    let page = api.get("/v1/defaults/audit").await;
+    let body = page.assert_status(200);
+    let entries = body["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 2, "{body}");
+    assert!(
+        entries.iter().all(|e| e["type"] == "DefaultLimitsSet"),
+        "{body}"
+    );
+    let last = &entries[1];
+    assert_eq!(last["actor"], "ops-ann");
+    assert_eq!(last["before"], serde_json::json!({"instances": 10}));
+    assert_eq!(last["after"], serde_json::json!({"instances": 4}));
+    assert!(body["next"].is_null());
+    let first = api.get("/v1/defaults/audit?limit=1").await;
+    let first = first.assert_status(200);
+    assert_eq!(first["entries"].as_array().map(Vec::len), Some(1));
+    assert!(first["next"].is_string(), "{first}");
+    let denied = api.get("/v1/defaults/audit?type=ReservationDenied").await;
+    assert_eq!(denied.assert_status(200)["entries"], serde_json::json!([]));
+    api.get("/v1/defaults/audit?dry_run=true")
+        .await
+        .assert_problem(400, "invalid-request");
+}
+
 async fn audit_trail(api: &Api) {
     let (reserved, committed) = boot(api, "audited").await;
     let id = reserved["reservation_id"].as_str().expect("id").to_owned();
@@ -295,6 +332,11 @@ view_tests!(
     min_position_postgres
 );
 view_tests!(audit_trail, audit_sqlite, audit_postgres);
+view_tests!(
+    defaults_audit,
+    defaults_audit_sqlite,
+    defaults_audit_postgres
+);
 view_tests!(
     admin_projections,
     admin_projections_sqlite,

@@ -5,7 +5,8 @@
 //! - `admin`: everything.
 //! - `auditor`: every `GET` except the admin endpoints.
 //! - `project:{p}`: reserve, commit, release and read (limits, usage, audit, reservations) of `p`.
-//! - Any valid token: `GET /v1/defaults` (the defaults are the same for everyone).
+//! - Any valid token: `GET /v1/defaults` and its audit, `GET /v1/defaults/audit` (the defaults
+//!   are the same for everyone).
 //! - No token: `/healthz`, `/openapi.json`, `/metrics` (metrics carry no project data).
 
 use std::sync::Arc;
@@ -248,6 +249,8 @@ mod tests {
         );
         assert_eq!(access(Method::GET, "/v1/projects/{p}/usage"), read);
         assert_eq!(access(Method::GET, "/v1/projects/{p}/audit"), read);
+        let defaults_audit = access(Method::GET, "/v1/defaults/audit");
+        assert_eq!(defaults_audit, Access::Authenticated);
         assert_eq!(access(Method::GET, "/v1/admin/projections"), Access::Admin);
         let rebuild = "/v1/admin/projections/{name}/rebuild";
         assert_eq!(access(Method::POST, rebuild), Access::Admin);

@@ -32,6 +32,7 @@ use crate::routes::{admin, audit, defaults, limits, reservations, service, usage
         reservations::release,
         usage::get_usage,
         audit::get_audit,
+        audit::get_defaults_audit,
         admin::list_projections,
         admin::rebuild_projection,
         service::healthz,

@@ -130,6 +130,13 @@ pub fn routes() -> Routes {
         )
         .add(
             Get,
+            "/v1/defaults/audit",
+            Rule::AnyToken,
+            ReadsQuery,
+            audit::get_defaults_audit,
+        )
+        .add(
+            Get,
             "/v1/admin/projections",
             Rule::Admin,
             NoQuery,

@@ -140,9 +140,13 @@ pub enum LimitsCommand {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("whose").required(true).args(["project", "defaults"])))]
 pub struct AuditArgs {
     /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
-    pub project: String,
+    pub project: Option<String>,
+    /// The audit of the default limits instead of a project's.
+    #[arg(long)]
+    pub defaults: bool,
     /// Only entries recorded at or after this RFC 3339 time, e.g. 2026-01-31T12:00:00Z.
     #[arg(long)]
     pub since: Option<String>,

@@ -1,7 +1,7 @@
 //! `quota usage` and `quota audit`: the read side, over HTTP.
 
 use client::wire::{AuditEntry, AuditPage, AuditQuery, Usage, UsageQuery};
-use client::{Answer, Client};
+use client::{Answer, AuditOf, Client};
 use serde_json::Value;
 
 use crate::args::AuditArgs;
@@ -30,14 +30,18 @@ pub async fn audit(client: &Client, out: Output, args: AuditArgs) -> Result<(), 
         cursor: args.cursor,
         limit: args.limit,
     };
+    let of = match &args.project {
+        Some(project) if !args.defaults => AuditOf::Project(project),
+        _ => AuditOf::Defaults,
+    };
     if !args.all {
-        let answer = client.audit(&args.project, &query).await?;
+        let answer = client.audit(of, &query).await?;
         out.print(&answer, |page| {
             audit_table(&page.entries, page.next.as_deref())
         });
         return Ok(());
     }
-    let pages = every_audit_page(client, &args.project, query).await?;
+    let pages = every_audit_page(client, of, query).await?;
     if out.json {
         let entries: Vec<&Value> = pages
             .iter()
@@ -58,12 +62,12 @@ pub async fn audit(client: &Client, out: Output, args: AuditArgs) -> Result<(), 
 /// Follows `next` from the query's page to the last one.
 async fn every_audit_page(
     client: &Client,
-    project: &str,
+    of: AuditOf<'_>,
     mut query: AuditQuery,
 ) -> Result<Vec<Answer<AuditPage>>, CliError> {
     let mut pages = Vec::new();
     loop {
-        let answer = client.audit(project, &query).await?;
+        let answer = client.audit(of, &query).await?;
         query.cursor = answer.body.next.clone();
         pages.push(answer);
         if query.cursor.is_none() {

@@ -32,6 +32,15 @@ pub struct Answer<T> {
     pub json: Value,
 }
 
+/// Whose audit trail to read.
+#[derive(Clone, Copy, Debug)]
+pub enum AuditOf<'a> {
+    /// A project's (its id).
+    Project(&'a str),
+    /// The default limits'.
+    Defaults,
+}
+
 /// A client of one server: its base URL and the bearer token, if any.
 pub struct Client {
     http: reqwest::Client,
@@ -152,10 +161,13 @@ impl Client {
 
     pub async fn audit(
         &self,
-        project: &str,
+        of: AuditOf<'_>,
         query: &AuditQuery,
     ) -> Result<Answer<AuditPage>, ClientError> {
-        let path = format!("/v1/projects/{}/audit", segment(project));
+        let path = match of {
+            AuditOf::Project(project) => format!("/v1/projects/{}/audit", segment(project)),
+            AuditOf::Defaults => "/v1/defaults/audit".to_owned(),
+        };
         self.call(Method::GET, &path, query, None::<&()>).await
     }
 

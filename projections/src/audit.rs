@@ -1,7 +1,7 @@
 //! The audit view: its rows (written as batches are applied) and its queries: one project's
 //! events, filtered, in position order, a page at a time with an opaque keyset cursor.
 
-use domain::{Deltas, ProjectId, ReservationId};
+use domain::{Deltas, ReservationId};
 use sqlx::QueryBuilder;
 
 use crate::checkpoint::{head_of, AUDIT};
@@ -42,9 +42,10 @@ pub fn decode_cursor(cursor: &str) -> Result<u64, ProjectionError> {
 }
 
 impl Inner {
+    /// One page of the audit of `owner`: a project id, or `$defaults` for the defaults.
     pub(crate) async fn audit(
         &self,
-        project: &ProjectId,
+        owner: &str,
         query: &AuditQuery,
     ) -> Result<AuditPage, ProjectionError> {
         let after = query
@@ -72,9 +73,7 @@ impl Inner {
         let head = head_of(&heads, AUDIT).cloned().ok_or_else(|| {
             ProjectionError::CorruptView("audit view bookkeeping is missing".into())
         })?;
-        let mut records = tx
-            .audit_page(head.generation, project.as_str(), &filter)
-            .await?;
+        let mut records = tx.audit_page(head.generation, owner, &filter).await?;
         tx.rollback().await?;
         let more = records.len() > page;
         records.truncate(page);

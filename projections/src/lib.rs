@@ -47,7 +47,7 @@ use tokio::sync::watch;
 
 pub use audit::{decode_cursor, encode_cursor};
 pub use db::sqlite_views_path;
-use domain::{Deltas, Limit, ProjectId, ReservationId, ResourceName, Timestamp};
+use domain::{Deltas, Limit, ProjectId, ReservationId, ResourceName, Timestamp, DEFAULTS_STREAM};
 pub use health::ViewHealth;
 use ledger::{EventStore, Position, StoreError};
 pub use limits::{DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE};
@@ -329,7 +329,12 @@ impl Projections {
         project: &ProjectId,
         query: &AuditQuery,
     ) -> Result<AuditPage, ProjectionError> {
-        self.inner.audit(project, query).await
+        self.inner.audit(project.as_str(), query).await
+    }
+
+    /// The audit of the default limits (the `$defaults` stream's events).
+    pub async fn defaults_audit(&self, query: &AuditQuery) -> Result<AuditPage, ProjectionError> {
+        self.inner.audit(DEFAULTS_STREAM, query).await
     }
 
     pub async fn status(&self) -> Result<Vec<ProjectionStatus>, ProjectionError> {

@@ -1,4 +1,5 @@
-//! `GET /v1/projects/{p}/audit`: the project's history, filtered and paged.
+//! `GET /v1/projects/{p}/audit`: the project's history, filtered and paged; and
+//! `GET /v1/defaults/audit`, the same for the default limits.
 
 use std::collections::BTreeMap;
 
@@ -235,8 +236,37 @@ pub async fn get_audit(
     let projections = running(&state)?;
     catch_up(&state, projections, min_position).await?;
     let page = projections.audit(&project, &query).await?;
-    Ok(Json(AuditResponse {
-        entries: page.entries.into_iter().map(Into::into).collect(),
-        next: page.next,
-    }))
+    Ok(Json(page.into()))
+}
+
+/// The audit trail of the default limits: every `DefaultLimitsSet`, with who set it and the
+/// limits before and after. The same filters and paging as a project's audit.
+#[utoipa::path(get, path = "/v1/defaults/audit", tag = "limits",
+    params(AuditParams),
+    responses(
+        (status = 200, description = "One page of entries, oldest first", body = AuditResponse),
+        (status = 400, description = "invalid-request (bad time, type, principal, limit or cursor)", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, description = "not-caught-up (with `min_position` and `position`), projections-unavailable, store-unavailable: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn get_defaults_audit(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<AuditParams>,
+) -> Result<Json<AuditResponse>, ApiError> {
+    let min_position = params.min_position;
+    let query = audit_query(params)?;
+    let projections = running(&state)?;
+    catch_up(&state, projections, min_position).await?;
+    let page = projections.defaults_audit(&query).await?;
+    Ok(Json(page.into()))
+}
+
+impl From<projections::AuditPage> for AuditResponse {
+    fn from(page: projections::AuditPage) -> Self {
+        AuditResponse {
+            entries: page.entries.into_iter().map(Into::into).collect(),
+            next: page.next,
+        }
+    }
 }
