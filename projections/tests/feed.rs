@@ -3,6 +3,9 @@
 //! loses an event. On every backend (PostgreSQL skipped when `QUOTA_TEST_POSTGRES_URL` is not
 //! set).
 
+#[macro_use]
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -293,29 +296,6 @@ async fn an_undecodable_event_holds_the_views_and_is_retried(store: Arc<dyn Even
     let strange = audit_of(&projections, "strange").await;
     assert_eq!(strange.len(), 1);
     assert_eq!(strange[0].position, bad);
-}
-
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let (_dir, store) = ledger::testing::sqlite_store().await;
-                    super::$name(store).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some((_schema, store)) = ledger::testing::postgres_store().await else { return };
-                    super::$name(store).await;
-                }
-            )*
-        }
-    };
 }
 
 on_every_backend!(

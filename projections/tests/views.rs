@@ -2,6 +2,9 @@
 //! a store and instantiated below for SQLite and for PostgreSQL (skipped when
 //! `QUOTA_TEST_POSTGRES_URL` is not set).
 
+#[macro_use]
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -691,29 +694,6 @@ async fn audit_pages_and_filters(store: Arc<dyn EventStore>) {
 
 fn hex_of(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let (_dir, store) = ledger::testing::sqlite_store().await;
-                    super::$name(store).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some((_schema, store)) = ledger::testing::postgres_store().await else { return };
-                    super::$name(store).await;
-                }
-            )*
-        }
-    };
 }
 
 on_every_backend!(

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::Json;
-use domain::{ReservationId, EVENT_TYPES};
+use domain::{ProjectId, ReservationId, EVENT_TYPES};
 use projections::{AuditEntry, AuditQuery, MAX_AUDIT_PAGE};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -231,12 +231,7 @@ pub async fn get_audit(
     ProjectPath(project): ProjectPath,
     ApiQuery(params): ApiQuery<AuditParams>,
 ) -> Result<Json<AuditResponse>, ApiError> {
-    let min_position = params.min_position;
-    let query = audit_query(params)?;
-    let projections = running(&state)?;
-    catch_up(&state, projections, min_position).await?;
-    let page = projections.audit(&project, &query).await?;
-    Ok(Json(page.into()))
+    audit_page(&state, Some(&project), params).await
 }
 
 /// The audit trail of the default limits: every `DefaultLimitsSet`, with who set it and the
@@ -254,11 +249,24 @@ pub async fn get_defaults_audit(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<AuditParams>,
 ) -> Result<Json<AuditResponse>, ApiError> {
+    audit_page(&state, None, params).await
+}
+
+/// One page of a project's audit, or of the defaults' (`None`): the query checked before
+/// anything is read, then read once the views reflect `min_position`.
+async fn audit_page(
+    state: &AppState,
+    project: Option<&ProjectId>,
+    params: AuditParams,
+) -> Result<Json<AuditResponse>, ApiError> {
     let min_position = params.min_position;
     let query = audit_query(params)?;
-    let projections = running(&state)?;
-    catch_up(&state, projections, min_position).await?;
-    let page = projections.defaults_audit(&query).await?;
+    let projections = running(state)?;
+    catch_up(state, projections, min_position).await?;
+    let page = match project {
+        Some(project) => projections.audit(project, &query).await?,
+        None => projections.defaults_audit(&query).await?,
+    };
     Ok(Json(page.into()))
 }
 

@@ -1,0 +1,26 @@
+//! What the views' test files share: `on_every_backend!(check, …)` runs each `async fn
+//! check(store)` once on a new SQLite file and once on a new PostgreSQL schema (skipped, as a
+//! visible line, without `QUOTA_TEST_POSTGRES_URL`).
+
+macro_rules! on_every_backend {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let (_dir, store) = ledger::testing::sqlite_store().await;
+                    super::$name(store).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some((_schema, store)) = ledger::testing::postgres_store().await else { return };
+                    super::$name(store).await;
+                }
+            )*
+        }
+    };
+}
