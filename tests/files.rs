@@ -24,11 +24,7 @@ fn quota(args: &[&str]) -> (bool, String, String) {
         .env_remove("QUOTA_STORE")
         .output()
         .expect("run quota");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    common::outcome(&output)
 }
 
 /// The usual umask, for the servers these tests start (children inherit it; every test here

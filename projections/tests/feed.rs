@@ -6,30 +6,18 @@
 #[macro_use]
 mod common;
 
+use common::{deltas, p, r, WAIT};
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
-use domain::{Deltas, Event, Limit, Limits, ProjectId, ReservationId, ResourceName};
+use domain::{Event, Limit, Limits, ReservationId};
 use ledger::{
     Database, EventData, EventStore, ExpectedVersion, Ledger, LedgerConfig, ManualClock, Metadata,
     StreamAppend,
 };
 use projections::{AuditEntry, AuditQuery, Projections};
-
-const WAIT: Duration = Duration::from_secs(10);
-
-fn r(s: &str) -> ResourceName {
-    ResourceName::parse(s).unwrap()
-}
-
-fn p(s: &str) -> ProjectId {
-    ProjectId::parse(s).unwrap()
-}
-
-fn deltas(pairs: &[(&str, i64)]) -> Deltas {
-    Deltas::new(pairs.iter().map(|(k, v)| (r(k), *v)).collect()).unwrap()
-}
 
 fn meta(actor: &str, request_id: &str) -> Metadata {
     Metadata {

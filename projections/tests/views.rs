@@ -5,6 +5,8 @@
 #[macro_use]
 mod common;
 
+use common::{deltas, p, r, WAIT};
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use std::time::Duration;
 
 use chrono::{TimeDelta, TimeZone, Utc};
 use domain::{
-    Defaults, Deltas, Event, Limit, Limits, ProjectId, ProjectState, ReservationId, ResourceName,
+    Defaults, Event, Limit, Limits, ProjectId, ProjectState, ReservationId, ResourceName,
     Timestamp, DEFAULTS_STREAM,
 };
 use ledger::store::MAX_READ_COUNT;
@@ -22,20 +24,6 @@ use ledger::{
 use projections::{AuditQuery, ProjectionError, Projections, ResourceUsage};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-const WAIT: Duration = Duration::from_secs(10);
-
-fn r(s: &str) -> ResourceName {
-    ResourceName::parse(s).unwrap()
-}
-
-fn p(s: &str) -> ProjectId {
-    ProjectId::parse(s).unwrap()
-}
-
-fn deltas(pairs: &[(&str, i64)]) -> Deltas {
-    Deltas::new(pairs.iter().map(|(k, v)| (r(k), *v)).collect()).unwrap()
-}
 
 fn meta(actor: &str) -> Metadata {
     Metadata {

@@ -392,6 +392,11 @@ pub fn quota<S: AsRef<str>>(url: &str, args: &[S]) -> (bool, String, String) {
         .env_remove("QUOTA_STORE")
         .output()
         .expect("run quota");
+    outcome(&output)
+}
+
+/// A finished command as (exit success, stdout, stderr).
+pub fn outcome(output: &std::process::Output) -> (bool, String, String) {
     (
         output.status.success(),
         String::from_utf8_lossy(&output.stdout).into_owned(),
