@@ -114,11 +114,12 @@ enum Field {
     ReservationPath,
     AuditQuery,
     AuditPrincipal,
+    DefaultsAuditQuery,
     UsageAt,
     RequestIdHeader,
 }
 
-const FIELDS: [Field; 14] = [
+const FIELDS: [Field; 15] = [
     Field::ReserveActor,
     Field::ReserveRequestId,
     Field::ReserveResource,
@@ -131,6 +132,7 @@ const FIELDS: [Field; 14] = [
     Field::ReservationPath,
     Field::AuditQuery,
     Field::AuditPrincipal,
+    Field::DefaultsAuditQuery,
     Field::UsageAt,
     Field::RequestIdHeader,
 ];
@@ -210,6 +212,7 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
         | Field::ReservationPath
         | Field::AuditQuery
         | Field::AuditPrincipal
+        | Field::DefaultsAuditQuery
         | Field::UsageAt => {
             // A URI past a few kilobytes is refused by the client before it is sent.
             let s = text.as_str().filter(|s| s.len() <= 2_000)?;
@@ -221,6 +224,9 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
                     "/v1/projects/{project}/audit?actor={s}&type={s}&reservation={s}&cursor={s}"
                 ),
                 Field::AuditPrincipal => format!("/v1/projects/{project}/audit?principal={s}"),
+                Field::DefaultsAuditQuery => format!(
+                    "/v1/defaults/audit?actor={s}&type={s}&reservation={s}&cursor={s}&principal={s}"
+                ),
                 _ => format!("/v1/projects/{project}/usage?at={s}"),
             };
             (api.get(&path).await, None)
