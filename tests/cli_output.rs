@@ -259,3 +259,58 @@ async fn audit_defaults_prints_the_defaults_history() {
         "a project or --defaults: {err}"
     );
 }
+
+/// `quota reservations` (issue 17, item 11): a project's reservations as one table, filtered
+/// by status, with `--all` over every page; `--json` keeps the server's answer.
+#[tokio::test]
+async fn reservations_lists_a_projects_holds() {
+    let store = sqlite_store();
+    let server = Server::start(&store);
+    let api = server.client();
+    let url = server.url.clone();
+    api.set_defaults(json!({"instances": 100})).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let answer = api.reserve("acme", json!({"instances": 1})).await;
+        let id = answer.assert_status(201)["reservation_id"].clone();
+        ids.push(id.as_str().expect("id").to_owned());
+    }
+    api.commit("acme", &ids[0]).await.assert_status(200);
+
+    let held = ok_out(&url, &["reservations", "acme", "--status", "held"]).await;
+    assert_eq!(held.matches("RESERVATION").count(), 1, "one header: {held}");
+    assert!(
+        !held.contains(&ids[0]),
+        "the committed one is not held: {held}"
+    );
+    assert!(held.contains(&ids[1]) && held.contains(&ids[2]), "{held}");
+
+    let every = ok_out(&url, &["reservations", "acme", "--limit", "1", "--all"]).await;
+    assert_eq!(
+        every.trim_end().lines().count(),
+        4,
+        "a header and 3 rows: {every}"
+    );
+    assert!(!every.contains("(more"), "{every}");
+    let array = json_of(
+        &ok_out(
+            &url,
+            &["--json", "reservations", "acme", "--limit", "2", "--all"],
+        )
+        .await,
+    );
+    let listed: Vec<&str> = array
+        .as_array()
+        .unwrap_or_else(|| panic!("one JSON array: {array}"))
+        .iter()
+        .map(|r| r["reservation_id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(listed, ids);
+
+    let page = json_of(&ok_out(&url, &["--json", "reservations", "acme", "--limit", "2"]).await);
+    assert!(page["next"].is_string(), "{page}");
+    let none = ok_out(&url, &["reservations", "acme", "--status", "released"]).await;
+    assert!(none.contains("no reservations match"), "{none}");
+    let (ok, _, err) = cli(&url, &["reservations", "acme", "--status", "expired"]).await;
+    assert!(!ok && err.contains("held"), "{err}");
+}

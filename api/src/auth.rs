@@ -273,17 +273,19 @@ mod tests {
         let usage = "/v1/projects/{p}/usage";
         assert_eq!(rule(Method::DELETE, usage), Some(Rule::ProjectRead));
         let reserve = "/v1/projects/{p}/reservations";
-        assert_eq!(rule(Method::GET, reserve), Some(Rule::ProjectWrite));
+        assert_eq!(rule(Method::GET, reserve), Some(Rule::ProjectRead));
+        assert_eq!(rule(Method::DELETE, reserve), Some(Rule::ProjectWrite));
         assert_eq!(rule(Method::POST, "/healthz"), Some(Rule::Public));
         assert_eq!(rule(Method::GET, "/v1/unknown"), None);
     }
 
     #[test]
-    fn only_usage_and_audit_read_a_query() {
+    fn only_the_routes_declared_so_read_a_query() {
         let (_, table) = crate::server::routes().into_parts();
-        assert!(table.reads_query("/v1/projects/{p}/usage"));
-        assert!(table.reads_query("/v1/projects/{p}/audit"));
-        assert!(!table.reads_query("/v1/projects/{p}/reservations"));
-        assert!(!table.reads_query("/v1/defaults"));
+        assert!(table.reads_query(&Method::GET, "/v1/projects/{p}/usage"));
+        assert!(table.reads_query(&Method::HEAD, "/v1/projects/{p}/audit"));
+        assert!(table.reads_query(&Method::GET, "/v1/projects/{p}/reservations"));
+        assert!(!table.reads_query(&Method::POST, "/v1/projects/{p}/reservations"));
+        assert!(!table.reads_query(&Method::GET, "/v1/defaults"));
     }
 }

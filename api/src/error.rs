@@ -226,6 +226,10 @@ impl From<ProjectionError> for ApiError {
                 tracing::warn!(%cause, "the views' database failed");
                 ApiError::StoreUnavailable
             }
+            ProjectionError::Outdated(view) => {
+                tracing::info!(%view, "a query waits for a view's rebuild for this version");
+                ApiError::ProjectionsUnavailable
+            }
             internal @ (ProjectionError::Undecodable { .. } | ProjectionError::CorruptView(_)) => {
                 ApiError::Internal(internal.to_string())
             }

@@ -225,7 +225,7 @@ pub async fn refuse_unread_query(
             .get::<MatchedPath>()
             .map(MatchedPath::as_str)
             .unwrap_or_default();
-        if !table.reads_query(route) {
+        if !table.reads_query(request.method(), route) {
             let names: Vec<String> = query
                 .split('&')
                 .filter(|pair| !pair.is_empty())

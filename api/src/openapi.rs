@@ -10,7 +10,9 @@ use utoipa::{Modify, OpenApi};
 use self::contract::Contract;
 
 use crate::problem::{ProblemCode, ProblemDocument};
-use crate::routes::{admin, audit, defaults, limits, reservations, service, usage};
+use crate::routes::{
+    admin, audit, defaults, limits, reservation_list, reservations, service, usage,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -27,6 +29,7 @@ use crate::routes::{admin, audit, defaults, limits, reservations, service, usage
         limits::get_limits,
         limits::delete_limits,
         reservations::reserve,
+        reservation_list::list_reservations,
         reservations::get_reservation,
         reservations::commit,
         reservations::release,

@@ -28,7 +28,9 @@ use crate::limits::{
     MAX_BODY_BYTES, MAX_HTTP_REQUEST_ID_CHARS, MAX_MAX_CONNECTIONS, SWEEP_INTERVAL,
 };
 use crate::routes::table::{Query, Routes, Rule, Verb};
-use crate::routes::{admin, audit, defaults, limits, reservations, service, usage};
+use crate::routes::{
+    admin, audit, defaults, limits, reservation_list, reservations, service, usage,
+};
 use crate::tokens::TokenStore;
 use crate::transport::ConnectionLimits;
 
@@ -92,6 +94,13 @@ pub fn routes() -> Routes {
             Rule::ProjectWrite,
             NoQuery,
             reservations::reserve,
+        )
+        .add(
+            Get,
+            "/v1/projects/{p}/reservations",
+            Rule::ProjectRead,
+            ReadsQuery,
+            reservation_list::list_reservations,
         )
         .add(
             Get,

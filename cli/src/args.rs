@@ -82,6 +82,9 @@ pub enum Command {
         /// The reservation id (a UUID, as `reserve` printed it).
         id: String,
     },
+    /// A project's reservations, oldest first: find orphaned holds with
+    /// `quota reservations acme --status held --older-than 2026-01-31T00:00:00Z`.
+    Reservations(ReservationsArgs),
     /// A project's usage, now or at a past time.
     Usage {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
@@ -170,6 +173,31 @@ pub struct AuditArgs {
     pub cursor: Option<String>,
     /// Follow `next` through every page and print one table of all the entries (with --json,
     /// one JSON array of every entry, instead of one page document).
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReservationsArgs {
+    /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
+    pub project: String,
+    /// Only reservations with this status.
+    #[arg(long, value_parser = ["held", "committed", "released"])]
+    pub status: Option<String>,
+    /// Only reservations made for this user.
+    #[arg(long)]
+    pub user: Option<String>,
+    /// Only reservations made before this RFC 3339 time, e.g. 2026-01-31T12:00:00Z.
+    #[arg(long)]
+    pub older_than: Option<String>,
+    /// Page size (1 to 1000; the server's default is 100).
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Continue from a previous page's `next`.
+    #[arg(long)]
+    pub cursor: Option<String>,
+    /// Follow `next` through every page and print one table of all the reservations (with
+    /// --json, one JSON array of every reservation, instead of one page document).
     #[arg(long)]
     pub all: bool,
 }

@@ -11,6 +11,7 @@ mod args;
 mod error;
 mod limits;
 mod output;
+mod pages;
 mod progress;
 mod projections;
 mod reservations;
@@ -107,6 +108,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Reservation { project, id } => {
             reservations::show(&client()?, out, &project, &id).await
         }
+        Command::Reservations(args) => reservations::list(&client()?, out, args).await,
         Command::Usage {
             project,
             at,

@@ -1,10 +1,14 @@
-//! `quota reserve`, `commit`, `release` and `reservation`.
+//! `quota reserve`, `commit`, `release`, `reservation` and `reservations`.
 
-use client::wire::{Reservation, Reserve, Step, TransitionBody};
+use client::wire::{
+    Reservation, ReservationList, ReservationListQuery, Reserve, Step, TransitionBody,
+};
 use client::Client;
 
-use crate::output::{pairs_text, Output};
-use crate::CliError;
+use crate::args::ReservationsArgs;
+use crate::output::{or_dash, pairs_text, Output};
+use crate::pages::{every_page, print_all};
+use crate::{table, CliError};
 
 pub async fn reserve(
     client: &Client,
@@ -36,6 +40,85 @@ pub async fn show(client: &Client, out: Output, project: &str, id: &str) -> Resu
     let answer = client.reservation(project, id).await?;
     out.print(&answer, reservation_text);
     Ok(())
+}
+
+/// Prints a page of a project's reservations; with `--all`, every page as one table (or one
+/// JSON array).
+pub async fn list(client: &Client, out: Output, args: ReservationsArgs) -> Result<(), CliError> {
+    let mut query = ReservationListQuery {
+        status: args.status,
+        user: args.user,
+        older_than: args.older_than,
+        cursor: args.cursor,
+        limit: args.limit,
+    };
+    let project = args.project.as_str();
+    if !args.all {
+        let answer = client.reservations(project, &query).await?;
+        out.print(&answer, |page| {
+            list_table(&page.reservations, page.next.as_deref())
+        });
+        return Ok(());
+    }
+    let first = query.cursor.take();
+    let pages = every_page(
+        first,
+        |page: &ReservationList| page.next.clone(),
+        |cursor| {
+            let query = ReservationListQuery {
+                cursor,
+                ..query.clone()
+            };
+            async move { client.reservations(project, &query).await }
+        },
+    )
+    .await?;
+    print_all(
+        out,
+        pages,
+        "reservations",
+        |page| page.reservations,
+        |reservations| list_table(reservations, None),
+    );
+    Ok(())
+}
+
+/// The reservations as a table; `next` is the cursor of the page after them, if there is one.
+fn list_table(reservations: &[Reservation], next: Option<&str>) -> String {
+    let rows: Vec<Vec<String>> = reservations
+        .iter()
+        .map(|r| {
+            vec![
+                r.reservation_id.to_string(),
+                r.status.clone(),
+                pairs_text(&r.deltas),
+                r.created_at.clone(),
+                // Only a hold can still expire (as in `quota reservation`).
+                or_dash((r.status == "held").then_some(&r.expires_at)),
+                or_dash(r.reason.as_ref()),
+                r.position.to_string(),
+            ]
+        })
+        .collect();
+    let mut out = table::render(
+        &[
+            "RESERVATION",
+            "STATUS",
+            "DELTAS",
+            "CREATED_AT",
+            "EXPIRES_AT",
+            "REASON",
+            "POSITION",
+        ],
+        &rows,
+    );
+    if rows.is_empty() {
+        out.push_str("\n(no reservations match)");
+    }
+    if let Some(next) = next {
+        out.push_str(&format!("\n(more: --cursor {next})"));
+    }
+    out
 }
 
 /// One `name value` line per field.

@@ -1,11 +1,11 @@
 //! `quota usage` and `quota audit`: the read side, over HTTP.
 
 use client::wire::{AuditEntry, AuditPage, AuditQuery, Usage, UsageQuery};
-use client::{Answer, AuditOf, Client};
-use serde_json::Value;
+use client::{AuditOf, Client};
 
 use crate::args::AuditArgs;
 use crate::output::{limit_text, or_dash, pairs_text, Output};
+use crate::pages::{every_page, print_all};
 use crate::{table, CliError};
 
 pub async fn usage(
@@ -21,7 +21,7 @@ pub async fn usage(
 
 /// Prints a page of the audit trail; with `--all`, every page as one table (or one JSON array).
 pub async fn audit(client: &Client, out: Output, args: AuditArgs) -> Result<(), CliError> {
-    let query = AuditQuery {
+    let mut query = AuditQuery {
         since: args.since,
         until: args.until,
         event_type: args.event_type,
@@ -41,39 +41,27 @@ pub async fn audit(client: &Client, out: Output, args: AuditArgs) -> Result<(), 
         });
         return Ok(());
     }
-    let pages = every_audit_page(client, of, query).await?;
-    if out.json {
-        let entries: Vec<&Value> = pages
-            .iter()
-            .flat_map(|page| page.json["entries"].as_array().into_iter().flatten())
-            .collect();
-        println!("{}", Value::from_iter(entries.into_iter().cloned()));
-    } else {
-        let entries: Vec<AuditEntry> = pages
-            .into_iter()
-            .flat_map(|page| page.body.entries)
-            .collect();
-        // Every page was followed: there is no `next` to offer.
-        println!("{}", audit_table(&entries, None));
-    }
+    let first = query.cursor.take();
+    let pages = every_page(
+        first,
+        |page: &AuditPage| page.next.clone(),
+        |cursor| {
+            let query = AuditQuery {
+                cursor,
+                ..query.clone()
+            };
+            async move { client.audit(of, &query).await }
+        },
+    )
+    .await?;
+    print_all(
+        out,
+        pages,
+        "entries",
+        |page| page.entries,
+        |entries| audit_table(entries, None),
+    );
     Ok(())
-}
-
-/// Follows `next` from the query's page to the last one.
-async fn every_audit_page(
-    client: &Client,
-    of: AuditOf<'_>,
-    mut query: AuditQuery,
-) -> Result<Vec<Answer<AuditPage>>, CliError> {
-    let mut pages = Vec::new();
-    loop {
-        let answer = client.audit(of, &query).await?;
-        query.cursor = answer.body.next.clone();
-        pages.push(answer);
-        if query.cursor.is_none() {
-            return Ok(pages);
-        }
-    }
 }
 
 /// `at` is the `--at` asked for, which an empty answer's hint names.

@@ -18,7 +18,8 @@ use serde_json::Value;
 pub use problem::{ClientError, Problem};
 use wire::{
     AuditPage, AuditQuery, DefaultLimits, EffectiveLimits, ProjectLimits, ProjectionStatus,
-    Reservation, Reserve, SetDefaults, SetLimits, Step, TransitionBody, Usage, UsageQuery,
+    Reservation, ReservationList, ReservationListQuery, Reserve, SetDefaults, SetLimits, Step,
+    TransitionBody, Usage, UsageQuery,
 };
 
 /// How long one request may take, answer included.
@@ -148,6 +149,16 @@ impl Client {
     ) -> Result<Answer<Reservation>, ClientError> {
         let path = reservation_path(project, id);
         self.call(Method::GET, &path, &(), None::<&()>).await
+    }
+
+    /// One page of a project's reservations, in the order they were made.
+    pub async fn reservations(
+        &self,
+        project: &str,
+        query: &ReservationListQuery,
+    ) -> Result<Answer<ReservationList>, ClientError> {
+        let path = format!("/v1/projects/{}/reservations", segment(project));
+        self.call(Method::GET, &path, query, None::<&()>).await
     }
 
     pub async fn usage(

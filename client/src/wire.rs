@@ -96,6 +96,34 @@ pub struct AuditQuery {
     pub limit: Option<u64>,
 }
 
+/// The query of `GET /v1/projects/{project}/reservations`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReservationListQuery {
+    /// `held`, `committed` or `released`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Only reservations made before this RFC 3339 time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub older_than: Option<String>,
+    /// A previous page's `next`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Page size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// One page of a project's reservations.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReservationList {
+    pub reservations: Vec<Reservation>,
+    /// The cursor of the next page, if there is one.
+    #[serde(default)]
+    pub next: Option<String>,
+}
+
 /// The default limits (`GET`/`PUT /v1/defaults`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct DefaultLimits {
@@ -131,7 +159,7 @@ pub struct Reservation {
     pub reservation_id: Uuid,
     pub project: String,
     pub deltas: Amounts,
-    /// `held`, `committed`, `released` or `expired`.
+    /// `held`, `committed` or `released`.
     pub status: String,
     pub expires_at: String,
     pub created_at: String,

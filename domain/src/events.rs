@@ -22,6 +22,17 @@ pub enum ReleaseReason {
 }
 
 impl ReleaseReason {
+    /// The reason [`ReleaseReason::as_str`] names.
+    pub fn parse(name: &str) -> Option<ReleaseReason> {
+        [
+            ReleaseReason::RolledBack,
+            ReleaseReason::Expired,
+            ReleaseReason::Freed,
+        ]
+        .into_iter()
+        .find(|reason| reason.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ReleaseReason::RolledBack => "rolled_back",

@@ -79,6 +79,13 @@ name_type!(
 );
 
 name_type!(
+    /// A user inside a project (Nova's per-user quotas): the project id grammar.
+    UserId,
+    "user id",
+    crate::limits::MAX_PROJECT_ID_CHARS
+);
+
+name_type!(
     /// A countable resource such as `instances` or `class:VCPU`: 1–64 characters.
     ResourceName,
     "resource name",

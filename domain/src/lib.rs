@@ -27,7 +27,9 @@ mod tests;
 pub use codec::{decode, encode, DecodeError, Encoded, CURRENT_SCHEMA_VERSION};
 pub use decide::{decide, decide_defaults, Command, Decision, Outcome, Refusal, ResourceStanding};
 pub use events::{Event, Judged, ReleaseReason, Timestamp, EVENT_TYPES};
-pub use ids::{ProjectId, ReservationId, ResourceName, DEFAULTS_STREAM, PROJECT_STREAM_PREFIX};
+pub use ids::{
+    ProjectId, ReservationId, ResourceName, UserId, DEFAULTS_STREAM, PROJECT_STREAM_PREFIX,
+};
 pub use limits::{
     DEFAULT_EXPIRES_IN_S, MAX_EXPIRED_PER_DECISION, MAX_EXPIRES_IN_S, MAX_RESOURCES_PER_REQUEST,
     MAX_TEXT_CHARS, MIN_EXPIRES_IN_S,

@@ -27,6 +27,12 @@ pub(crate) struct Filter {
 
 const CURSOR_PREFIX: &str = "a1:";
 
+/// Parameters an audit row binds, and rows per insert: half the usual rows keep a statement as
+/// far below the backends' parameter limits (see [`ROWS_PER_STATEMENT`]).
+const AUDIT_PARAMETERS_PER_ROW: usize = 17;
+const AUDIT_ROWS_PER_STATEMENT: usize = ROWS_PER_STATEMENT / 2;
+const _: () = assert!(AUDIT_ROWS_PER_STATEMENT * AUDIT_PARAMETERS_PER_ROW <= 32_766);
+
 /// The cursor after `position`: opaque to clients, versioned for us.
 pub fn encode_cursor(position: u64) -> String {
     hex::encode(format!("{CURSOR_PREFIX}{position}"))
@@ -136,13 +142,12 @@ impl Tx {
         rows: &[AuditRow],
     ) -> Result<(), ProjectionError> {
         let insert = self.multi_row_insert();
-        // 16 parameters a row: half the usual rows keep a statement as far below the limits.
-        for chunk in rows.chunks(ROWS_PER_STATEMENT / 2) {
+        for chunk in rows.chunks(AUDIT_ROWS_PER_STATEMENT) {
             on_tx!(self, |c, DB| {
                 let mut q = QueryBuilder::<DB>::new(format!(
                     "{insert} audit_entries (generation, position, project, version, at_ms, event_type, \
                      reservation_id, deltas, actor, request_id, reason, usage_after, principal, \
-                     before_values, after_values, forced) ",
+                     before_values, after_values, forced, expires_at_ms) ",
                 ));
                 q.push_values(chunk, |mut b, row| {
                     b.push_bind(generation)
@@ -160,7 +165,8 @@ impl Tx {
                         .push_bind(row.principal.as_deref())
                         .push_bind(row.change.before.as_deref())
                         .push_bind(row.change.after.as_deref())
-                        .push_bind(row.change.forced.map(i64::from));
+                        .push_bind(row.change.forced.map(i64::from))
+                        .push_bind(row.expires_at_ms);
                 });
                 q.build().execute(&mut *c).await?;
             });

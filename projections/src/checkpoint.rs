@@ -17,8 +17,9 @@ pub(crate) const AUDIT: &str = "audit";
 /// Bump when a view's rows would come out differently from the same events: at start, a view
 /// built by another code version is rebuilt beside the live one.
 pub(crate) const USAGE_CODE_VERSION: i64 = 1;
-/// Audit 2: entries carry the principal, and limits entries what they changed.
-pub(crate) const AUDIT_CODE_VERSION: i64 = 2;
+/// Audit 2: entries carry the principal, and limits entries what they changed. Audit 3:
+/// request entries carry the reservation's expiry (the reservation list reads it).
+pub(crate) const AUDIT_CODE_VERSION: i64 = 3;
 
 pub(crate) fn code_version(name: &str) -> i64 {
     if name == AUDIT {

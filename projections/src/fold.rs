@@ -43,6 +43,8 @@ pub(crate) struct AuditRow {
     pub reason: Option<String>,
     pub usage_after: String,
     pub change: LimitsChange,
+    /// `ReservationRequested` only: when the hold expires.
+    pub expires_at_ms: Option<i64>,
 }
 
 /// What a limits event changed: the effective limits (the project's override, else the
@@ -281,6 +283,10 @@ fn audit_row(
         }
         _ => kept_deltas,
     };
+    let expires_at_ms = match event {
+        Event::ReservationRequested { expires_at, .. } => Some(expires_at.timestamp_millis()),
+        _ => None,
+    };
     let reason = match event {
         Event::ReservationReleased { reason, .. } => Some(reason.as_str().to_owned()),
         Event::UsageCorrected { reason, .. } => Some(reason.clone()),
@@ -300,6 +306,7 @@ fn audit_row(
         reason,
         usage_after,
         change,
+        expires_at_ms,
     }
 }
 

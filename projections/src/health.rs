@@ -63,6 +63,7 @@ fn reason(error: &ProjectionError) -> String {
         ProjectionError::Database(_) => "the views' database is unavailable; retrying".into(),
         ProjectionError::CorruptView(_) => "the view tables are corrupt; retrying".into(),
         ProjectionError::UnknownProjection(_)
+        | ProjectionError::Outdated(_)
         | ProjectionError::InvalidCursor
         | ProjectionError::Timeout { .. } => "a view batch failed; retrying".into(),
     }

@@ -12,7 +12,8 @@
 //!   live one.
 //! - `checkpoint`: applying a batch to the live views and their checkpoints in one
 //!   transaction; `follower`: doing that whenever the feed moves.
-//! - `usage`, `audit`: the queries; `point_in_time`: usage at a past instant, replayed from the
+//! - `usage`, `audit`, `reservations`: the queries (a project's reservations are listed from
+//!   the audit view); `point_in_time`: usage at a past instant, replayed from the
 //!   streams with the domain's fold.
 //! - [`limits`]: the read side's bounds (batches, pages, timings), in one place.
 //! - `feed`: the views' only reader of the events (`EventStore::read_feed`, the codec).
@@ -34,6 +35,7 @@ mod health;
 pub mod limits;
 mod point_in_time;
 mod rebuild;
+mod reservations;
 mod tables;
 mod usage;
 mod verify;
@@ -47,10 +49,15 @@ use tokio::sync::watch;
 
 pub use audit::{decode_cursor, encode_cursor};
 pub use db::sqlite_views_path;
-use domain::{Deltas, Limit, ProjectId, ReservationId, ResourceName, Timestamp, DEFAULTS_STREAM};
+use domain::{
+    Deltas, Limit, ProjectId, ReservationId, ReservationStatus, ResourceName, Timestamp, UserId,
+    DEFAULTS_STREAM,
+};
 pub use health::ViewHealth;
 use ledger::{EventStore, Position, StoreError};
-pub use limits::{DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE};
+pub use limits::{
+    DEFAULT_AUDIT_PAGE, DEFAULT_RESERVATION_PAGE, MAX_AUDIT_PAGE, MAX_RESERVATION_PAGE,
+};
 
 /// The views this crate maintains, by name (as in `/v1/admin/projections/{name}/rebuild`).
 pub const PROJECTION_NAMES: [&str; 2] = ["usage", "audit"];
@@ -77,6 +84,10 @@ pub enum ProjectionError {
     /// The view tables hold something this code cannot read.
     #[error("the view tables are corrupt: {0}")]
     CorruptView(String),
+    /// The view was built by an older version of this code and lacks what the query reads;
+    /// the rebuild started at launch replaces it.
+    #[error("the {0} view is being rebuilt for this version")]
+    Outdated(String),
 }
 
 impl From<sqlx::Error> for ProjectionError {
@@ -154,6 +165,48 @@ pub struct AuditEntry {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuditPage {
     pub entries: Vec<AuditEntry>,
+    pub next: Option<String>,
+}
+
+/// The statuses a reservation list can be filtered on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusFilter {
+    Held,
+    Committed,
+    Released,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReservationQuery {
+    pub status: Option<StatusFilter>,
+    /// Only the reservations made for this user.
+    pub user: Option<UserId>,
+    /// Only the reservations made before this time.
+    pub older_than: Option<Timestamp>,
+    /// Page size, 1 to MAX_RESERVATION_PAGE (DEFAULT_RESERVATION_PAGE when None).
+    pub limit: Option<usize>,
+    /// Opaque cursor from a previous page's `next`.
+    pub cursor: Option<String>,
+}
+
+/// A reservation as the audit view records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedReservation {
+    pub reservation_id: ReservationId,
+    pub deltas: Deltas,
+    pub status: ReservationStatus,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    /// The global position of the event that gave the reservation its status.
+    pub position: Position,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReservationPage {
+    /// In the order they were made.
+    pub reservations: Vec<ListedReservation>,
+    /// The cursor to go on from; `None` when the list is complete. A filtered page that looked
+    /// at its most reservations may hold fewer than asked for, even none, and still have one.
     pub next: Option<String>,
 }
 
@@ -330,6 +383,15 @@ impl Projections {
         query: &AuditQuery,
     ) -> Result<AuditPage, ProjectionError> {
         self.inner.audit(project.as_str(), query).await
+    }
+
+    /// A project's reservations, in the order they were made, a page at a time.
+    pub async fn reservations(
+        &self,
+        project: &ProjectId,
+        query: &ReservationQuery,
+    ) -> Result<ReservationPage, ProjectionError> {
+        self.inner.reservations(project.as_str(), query).await
     }
 
     /// The audit of the default limits (the `$defaults` stream's events).

@@ -53,6 +53,17 @@ pub const MAX_AUDIT_PAGE: usize = 1000;
 /// Audit entries a page returns when the query names no `limit`.
 pub const DEFAULT_AUDIT_PAGE: usize = 100;
 
+/// Most reservations one page of a project's reservation list returns.
+pub const MAX_RESERVATION_PAGE: usize = 1000;
+
+/// Reservations a page returns when the query names no `limit`.
+pub const DEFAULT_RESERVATION_PAGE: usize = 100;
+
+/// Most reservations a filtered page of the reservation list looks at (by their request
+/// entries, each checked against its own later entries); it stops there and answers with a
+/// cursor, so one request never walks a project's whole history.
+pub const SCAN_RESERVATIONS: usize = 10_000;
+
 /// Page size of a views file when it is created. A view batch inserts into six B-trees of the
 /// audit view at once; large pages make them shallower and split less, so the views keep
 /// closer to the log under load (see docs/BENCHMARKS.md).
@@ -77,6 +88,9 @@ pub const VIEWS_NICE_INCREMENT: i32 = 10;
 // A read of the feed never asks for more than the store returns in one read.
 const _: () = assert!(PAGE_EVENTS <= MAX_READ_COUNT);
 const _: () = assert!(DEFAULT_AUDIT_PAGE <= MAX_AUDIT_PAGE && MAX_AUDIT_PAGE <= MAX_READ_COUNT);
+// A filtered page of reservations can always fill: it looks at more than it returns.
+const _: () = assert!(DEFAULT_RESERVATION_PAGE <= MAX_RESERVATION_PAGE);
+const _: () = assert!(MAX_RESERVATION_PAGE < SCAN_RESERVATIONS);
 // A multi-row statement of at most 12 parameters a row stays under SQLite's 32,766 parameters
 // and PostgreSQL's 65,535.
 const _: () = assert!(ROWS_PER_STATEMENT * 12 <= 32_766);

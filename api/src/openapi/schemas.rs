@@ -7,8 +7,8 @@
 
 use std::borrow::Cow;
 
-use domain::{ProjectId, ResourceName, EVENT_TYPES, MAX_RESOURCES_PER_REQUEST};
-use projections::{MAX_AUDIT_PAGE, PROJECTION_NAMES};
+use domain::{ProjectId, ResourceName, UserId, EVENT_TYPES, MAX_RESOURCES_PER_REQUEST};
+use projections::{MAX_AUDIT_PAGE, MAX_RESERVATION_PAGE, PROJECTION_NAMES};
 use utoipa::openapi::schema::{
     AdditionalProperties, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type,
 };
@@ -36,6 +36,9 @@ pub fn resource_name_pattern() -> String {
 /// past i64); a `next` the server hands out has this form below position 10^18. Clients should
 /// treat it as opaque.
 pub const AUDIT_CURSOR_PATTERN: &str = "^61313[aA](3[0-9]){1,18}$";
+
+/// A reservation list's cursor: hex of `r1:` and a position, by the same rule.
+pub const RESERVATION_CURSOR_PATTERN: &str = "^72313[aA](3[0-9]){1,18}$";
 
 fn string(description: &str) -> ObjectBuilder {
     ObjectBuilder::new()
@@ -202,6 +205,38 @@ doc_schema!(
 );
 
 doc_schema!(
+    /// The reservation list's page size.
+    ReservationPageSizeSchema,
+    "ReservationPageSize",
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .description(Some("Reservations per page (default 100)"))
+        .minimum(Some(1))
+        .maximum(Some(MAX_RESERVATION_PAGE))
+        .into()
+);
+
+doc_schema!(
+    /// The reservation list's `cursor`.
+    ReservationCursorSchema,
+    "ReservationCursor",
+    string("The `next` of the previous page, passed back unchanged")
+        .pattern(Some(RESERVATION_CURSOR_PATTERN))
+        .into()
+);
+
+doc_schema!(
+    /// A user id (SPEC: the project id grammar).
+    UserIdSchema,
+    "UserId",
+    named_string_pattern(
+        "A user id: 1 to 128 characters of A-Z a-z 0-9 . _ : -",
+        project_id_pattern(),
+        UserId::MAX_LEN,
+    )
+);
+
+doc_schema!(
     /// `{name}` of a rebuild.
     ProjectionNameSchema,
     "ProjectionName",
@@ -260,6 +295,9 @@ pub fn all() -> Vec<(String, RefOr<Schema>)> {
         entry::<EventTypeSchema>(),
         entry::<AuditPageSizeSchema>(),
         entry::<AuditCursorSchema>(),
+        entry::<ReservationPageSizeSchema>(),
+        entry::<ReservationCursorSchema>(),
+        entry::<UserIdSchema>(),
         entry::<ProjectionNameSchema>(),
         entry::<RebuildStatusSchema>(),
         entry::<LimitSourceSchema>(),

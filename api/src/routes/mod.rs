@@ -5,6 +5,7 @@ pub mod admin;
 pub mod audit;
 pub mod defaults;
 pub mod limits;
+pub mod reservation_list;
 pub mod reservations;
 pub mod service;
 pub mod table;

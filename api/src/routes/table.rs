@@ -4,7 +4,7 @@
 //! ([`crate::extract::refuse_unread_query`]) look routes up here instead of matching route
 //! strings a second time.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use axum::handler::Handler;
 use axum::http::Method;
@@ -70,7 +70,9 @@ impl Verb {
 #[derive(Debug, Default)]
 pub struct RouteTable {
     rules: HashMap<&'static str, Vec<(Method, Rule)>>,
-    reading_query: HashSet<&'static str>,
+    /// The routes and methods that read a query string (`GET /v1/projects/{p}/reservations`
+    /// does, `POST` on the same path does not).
+    reading_query: HashMap<&'static str, Vec<Method>>,
 }
 
 impl RouteTable {
@@ -95,8 +97,16 @@ impl RouteTable {
             .flat_map(|(path, rules)| rules.iter().map(move |(method, _)| (*path, method)))
     }
 
-    pub fn reads_query(&self, route: &str) -> bool {
-        self.reading_query.contains(route)
+    /// Whether `method` on `route` reads a query string. `HEAD` follows `GET`.
+    pub fn reads_query(&self, method: &Method, route: &str) -> bool {
+        let method = if method == Method::HEAD {
+            &Method::GET
+        } else {
+            method
+        };
+        self.reading_query
+            .get(route)
+            .is_some_and(|methods| methods.contains(method))
     }
 }
 
@@ -136,7 +146,11 @@ impl Routes {
         );
         rules.push((verb.method(), rule));
         if query == Query::Read {
-            self.table.reading_query.insert(path);
+            self.table
+                .reading_query
+                .entry(path)
+                .or_default()
+                .push(verb.method());
         }
         self.router = self.router.route(path, on(verb.filter(), handler));
         self
