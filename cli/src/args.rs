@@ -1,7 +1,8 @@
 //! The command line of `quota`: every command, option and help text.
 
 use api::server::{ServeArgs, DEFAULT_STORE};
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -237,11 +238,180 @@ fn parse_pair(s: &str) -> Result<(String, i64), String> {
     Ok((name.to_owned(), value))
 }
 
+/// The options of the commands that talk to a server over HTTP. clap gives them to every
+/// command (so `quota --json usage acme` and `quota usage acme --json` both work).
+const CLIENT_OPTIONS: [&str; 3] = ["url", "token", "json"];
+
+/// The commands that talk to no server, by their path under `quota`, and the client options
+/// each still uses (`projections verify --json` prints JSON; `bench --target` has a `--token`
+/// of its own).
+const SERVERLESS: [(&[&str], &[&str]); 4] = [
+    (&["serve"], &[]),
+    (&["bench"], &["token"]),
+    (&["projections", "rebuild"], &[]),
+    (&["projections", "verify"], &["json"]),
+];
+
+/// `quota`'s command line: [`Cli`]'s, with the client options hidden from the help of each
+/// serverless command that does not use them. Each such command gets hidden copies of them
+/// before clap hands the originals down, and clap does not hand an option to a command that
+/// already has one of that name.
+pub fn command() -> clap::Command {
+    let mut command = Cli::command();
+    let hidden: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|arg| CLIENT_OPTIONS.contains(&arg.get_id().as_str()))
+        .map(|arg| arg.clone().hide(true))
+        .collect();
+    for (path, used) in SERVERLESS {
+        command = mut_at(command, path, &|mut sub| {
+            for arg in &hidden {
+                if !used.contains(&arg.get_id().as_str()) {
+                    sub = sub.arg(arg.clone());
+                }
+            }
+            sub
+        });
+    }
+    command
+}
+
+fn mut_at(
+    command: clap::Command,
+    path: &[&str],
+    change: &dyn Fn(clap::Command) -> clap::Command,
+) -> clap::Command {
+    match path {
+        [] => change(command),
+        [first, rest @ ..] => {
+            let first = first.to_string();
+            command.mut_subcommand(first, |sub| mut_at(sub, rest, change))
+        }
+    }
+}
+
+/// Parses the process's arguments. A client option given on the command line to a command
+/// that does not use it is refused, never silently ignored (`quota serve --url …` listens
+/// where `--listen` says; `quota bench` goes over HTTP with `--target`).
+pub fn parse() -> Result<Cli, clap::Error> {
+    let mut command = command();
+    let matches = command.try_get_matches_from_mut(std::env::args_os())?;
+    let cli = Cli::from_arg_matches(&matches)?;
+    if let Some((path, option)) = unused_client_option(&matches) {
+        let hint = match path.as_str() {
+            "bench" => " (a benchmark over HTTP takes --target URL)",
+            "serve" => " (the server listens where --listen says)",
+            _ => "",
+        };
+        return Err(command.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("`quota {path}` talks to no server: --{option} does not apply{hint}"),
+        ));
+    }
+    Ok(cli)
+}
+
+/// The first serverless command given a client option it does not use on the command line
+/// (an environment variable such as `QUOTA_URL` is fine: it is meant for every command).
+fn unused_client_option(matches: &ArgMatches) -> Option<(String, &'static str)> {
+    SERVERLESS.iter().find_map(|(path, used)| {
+        let mut at = matches;
+        for name in *path {
+            at = match at.subcommand() {
+                Some((sub, sub_matches)) if sub == *name => sub_matches,
+                _ => return None,
+            };
+        }
+        CLIENT_OPTIONS
+            .into_iter()
+            .filter(|o| !used.contains(o))
+            .find(|o| at.value_source(o) == Some(ValueSource::CommandLine))
+            .map(|option| (path.join(" "), option))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
 
     use super::Cli;
+
+    /// Whether a help text has a line for `option` (not merely a longer option that starts
+    /// with it, as `--tokens` does with `--token`).
+    fn lists(help: &str, option: &str) -> bool {
+        help.lines().any(|line| {
+            line.trim_start()
+                .strip_prefix(option)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
+        })
+    }
+
+    fn help_of(path: &[&str]) -> String {
+        let mut command = super::command();
+        command.build();
+        let mut at = &mut command;
+        for name in path {
+            at = at.find_subcommand_mut(name).expect("a subcommand");
+        }
+        at.render_long_help().to_string()
+    }
+
+    /// Only the commands that talk to a server list `--url`, `--token` and `--json` (issue 17,
+    /// item 9); `bench` names one URL option, `--target`.
+    #[test]
+    fn client_options_show_only_where_they_apply() {
+        for (path, hidden) in [
+            (&["serve"][..], &["--url", "--token", "--json"][..]),
+            (&["bench"], &["--url", "--json"]),
+            (&["projections", "rebuild"], &["--url", "--token", "--json"]),
+        ] {
+            let help = help_of(path);
+            for option in hidden {
+                assert!(
+                    !lists(&help, option),
+                    "quota {path:?} lists {option}:\n{help}"
+                );
+            }
+        }
+        assert!(lists(&help_of(&["bench"]), "--target"));
+        assert!(lists(&help_of(&["projections", "verify"]), "--json"));
+        for path in [
+            &["usage"][..],
+            &["defaults", "get"],
+            &["projections", "status"],
+        ] {
+            let help = help_of(path);
+            for option in ["--url", "--token", "--json"] {
+                assert!(
+                    lists(&help, option),
+                    "quota {path:?} lacks {option}:\n{help}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_client_option_on_a_serverless_command_is_refused() {
+        let refused = |args: &[&str]| {
+            let matches = super::command().try_get_matches_from(args).expect("parses");
+            super::unused_client_option(&matches)
+        };
+        assert_eq!(
+            refused(&["quota", "serve", "--url", "http://x"]),
+            Some(("serve".into(), "url"))
+        );
+        assert_eq!(
+            refused(&["quota", "--json", "bench", "--workload", "hot"]),
+            Some(("bench".into(), "json"))
+        );
+        assert_eq!(
+            refused(&["quota", "projections", "rebuild", "--token", "t"]),
+            Some(("projections rebuild".into(), "token"))
+        );
+        assert_eq!(refused(&["quota", "projections", "verify", "--json"]), None);
+        assert_eq!(refused(&["quota", "--json", "usage", "acme"]), None);
+        assert_eq!(refused(&["quota", "serve"]), None);
+    }
 
     /// Every command, argument and option says what it is (issue 17): walks the whole tree.
     #[test]

@@ -21,7 +21,6 @@ mod views;
 use std::process::ExitCode;
 
 use api::server::LogFormat;
-use clap::Parser;
 use client::wire::{Reserve, Step, UsageQuery};
 use client::Client;
 use tracing_subscriber::EnvFilter;
@@ -38,7 +37,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = args::parse().unwrap_or_else(|error| error.exit());
     init_logs(&cli.command);
     run(cli).await
 }
