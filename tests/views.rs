@@ -114,12 +114,30 @@ async fn usage_at_a_time(api: &Api) {
     );
 }
 
+/// A position no write has answered is refused at once (issue 17, item 6), as SPEC's 503
+/// `not-caught-up`, with the log's head as `position` and a detail that says so.
 async fn min_position_too_far(api: &Api) {
-    let answer = api
-        .get("/v1/projects/acme/usage?min_position=999999999")
-        .await;
-    answer.assert_problem(503, "not-caught-up");
-    assert!(answer.headers.get("retry-after").is_some());
+    api.set_defaults(json!({"instances": 2})).await;
+    let asked = std::time::Instant::now();
+    for path in [
+        "/v1/projects/acme/usage?min_position=999999999",
+        "/v1/projects/acme/audit?min_position=999999999",
+        "/v1/projects/acme/reservations?min_position=999999999",
+    ] {
+        let answer = api.get(path).await;
+        answer.assert_problem(503, "not-caught-up");
+        assert!(answer.headers.get("retry-after").is_some());
+        let problem = &answer.body;
+        assert_eq!(problem["min_position"], 999999999);
+        assert!(problem["position"].as_u64().is_some_and(|p| p < 999999999));
+        let detail = problem["detail"].as_str().expect("detail");
+        assert!(detail.contains("the log ends at"), "{detail}");
+    }
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "refused at once, not after the 5 s wait: {:?}",
+        asked.elapsed()
+    );
 }
 
 /// The defaults' own audit (issue 17): each change with its before and after, filtered and

@@ -51,6 +51,11 @@ pub enum ApiError {
     Contention(String),
     #[error("the views reached position {reached}, not {wanted}, in time; retry")]
     NotCaughtUp { wanted: u64, reached: u64 },
+    /// A `min_position` beyond every stored event: no write has answered it yet.
+    #[error(
+        "no event has position {wanted}: the log ends at {head}; pass the `position` a write answered"
+    )]
+    PastHead { wanted: u64, head: u64 },
     #[error("the usage and audit views are not running on this node")]
     ProjectionsUnavailable,
     #[error("the server is shutting down")]
@@ -91,7 +96,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => ProblemCode::UnsupportedMediaType,
             ApiError::StoreUnavailable => ProblemCode::StoreUnavailable,
             ApiError::Contention(_) => ProblemCode::Contention,
-            ApiError::NotCaughtUp { .. } => ProblemCode::NotCaughtUp,
+            ApiError::NotCaughtUp { .. } | ApiError::PastHead { .. } => ProblemCode::NotCaughtUp,
             ApiError::ProjectionsUnavailable => ProblemCode::ProjectionsUnavailable,
             ApiError::ShuttingDown => ProblemCode::ShuttingDown,
             ApiError::Internal(_) => ProblemCode::Internal,
@@ -150,6 +155,11 @@ impl ApiError {
             ApiError::NotCaughtUp { wanted, reached } => problem
                 .with("min_position", json!(wanted))
                 .with("position", json!(reached))
+                .retry_after(1),
+            // `position` is the log's head here: the views cannot be past it.
+            ApiError::PastHead { wanted, head } => problem
+                .with("min_position", json!(wanted))
+                .with("position", json!(head))
                 .retry_after(1),
             _ => problem,
         }

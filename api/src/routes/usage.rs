@@ -90,13 +90,35 @@ pub async fn catch_up(
     min_position: Option<u64>,
 ) -> Result<(), ApiError> {
     match min_position {
-        Some(position) => projections.wait_for(position, MIN_POSITION_WAIT).await?,
+        Some(position) => {
+            refuse_past_head(state, position).await?;
+            projections.wait_for(position, MIN_POSITION_WAIT).await?
+        }
         None => {
             let own_head = *state.ledger.store().watch_head().borrow();
             if let Err(error) = projections.wait_for(own_head, OWN_WRITES_WAIT).await {
                 tracing::debug!(%error, "answering from views behind this node's last write");
             }
         }
+    }
+    Ok(())
+}
+
+/// A `min_position` no event has yet is answered at once, not after the whole wait: positions
+/// come from acknowledged writes, and the store knows its head (on PostgreSQL, every node's
+/// writes included). This node's own head is checked first, so a position it wrote costs no
+/// query.
+async fn refuse_past_head(state: &AppState, position: u64) -> Result<(), ApiError> {
+    let store = state.ledger.store();
+    if position <= *store.watch_head().borrow() {
+        return Ok(());
+    }
+    let head = store.head().await?;
+    if position > head {
+        return Err(ApiError::PastHead {
+            wanted: position,
+            head,
+        });
     }
     Ok(())
 }
