@@ -166,14 +166,21 @@ pub struct AuditArgs {
     /// Only the entries whose request named this actor.
     #[arg(long)]
     pub actor: Option<String>,
+    #[command(flatten)]
+    pub pages: PageArgs,
+}
+
+/// Paging, as the audit and the reservation list take it.
+#[derive(Debug, clap::Args)]
+pub struct PageArgs {
     /// Page size (1 to 1000; the server's default is 100).
     #[arg(long)]
     pub limit: Option<u64>,
     /// Continue from a previous page's `next`.
     #[arg(long)]
     pub cursor: Option<String>,
-    /// Follow `next` through every page and print one table of all the entries (with --json,
-    /// one JSON array of every entry, instead of one page document).
+    /// Follow `next` through every page and print one table of all the rows (with --json, one
+    /// JSON array of every row, instead of one page document).
     #[arg(long)]
     pub all: bool,
 }
@@ -191,16 +198,8 @@ pub struct ReservationsArgs {
     /// Only reservations made before this RFC 3339 time, e.g. 2026-01-31T12:00:00Z.
     #[arg(long)]
     pub older_than: Option<String>,
-    /// Page size (1 to 1000; the server's default is 100).
-    #[arg(long)]
-    pub limit: Option<u64>,
-    /// Continue from a previous page's `next`.
-    #[arg(long)]
-    pub cursor: Option<String>,
-    /// Follow `next` through every page and print one table of all the reservations (with
-    /// --json, one JSON array of every reservation, instead of one page document).
-    #[arg(long)]
-    pub all: bool,
+    #[command(flatten)]
+    pub pages: PageArgs,
 }
 
 #[derive(Debug, Subcommand)]

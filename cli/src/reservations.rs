@@ -49,11 +49,11 @@ pub async fn list(client: &Client, out: Output, args: ReservationsArgs) -> Resul
         status: args.status,
         user: args.user,
         older_than: args.older_than,
-        cursor: args.cursor,
-        limit: args.limit,
+        cursor: args.pages.cursor,
+        limit: args.pages.limit,
     };
     let project = args.project.as_str();
-    if !args.all {
+    if !args.pages.all {
         let answer = client.reservations(project, &query).await?;
         out.print(&answer, |page| {
             list_table(&page.reservations, page.next.as_deref())

@@ -27,14 +27,14 @@ pub async fn audit(client: &Client, out: Output, args: AuditArgs) -> Result<(), 
         event_type: args.event_type,
         reservation: args.reservation,
         actor: args.actor,
-        cursor: args.cursor,
-        limit: args.limit,
+        cursor: args.pages.cursor,
+        limit: args.pages.limit,
     };
     let of = match &args.project {
         Some(project) if !args.defaults => AuditOf::Project(project),
         _ => AuditOf::Defaults,
     };
-    if !args.all {
+    if !args.pages.all {
         let answer = client.audit(of, &query).await?;
         out.print(&answer, |page| {
             audit_table(&page.entries, page.next.as_deref())

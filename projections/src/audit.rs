@@ -4,9 +4,10 @@
 use domain::{Deltas, ReservationId};
 use sqlx::QueryBuilder;
 
-use crate::checkpoint::{head_of, AUDIT};
+use crate::checkpoint::AUDIT;
 use crate::fold::{parse_deltas, parse_limits, parse_usage_after, AuditRow};
 use crate::limits::ROWS_PER_STATEMENT;
+use crate::paging::{self, PageAsked};
 use crate::tables::{on_tx, Tx};
 use crate::{
     AuditEntry, AuditPage, AuditQuery, Inner, ProjectionError, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE,
@@ -35,16 +36,11 @@ const _: () = assert!(AUDIT_ROWS_PER_STATEMENT * AUDIT_PARAMETERS_PER_ROW <= 32_
 
 /// The cursor after `position`: opaque to clients, versioned for us.
 pub fn encode_cursor(position: u64) -> String {
-    hex::encode(format!("{CURSOR_PREFIX}{position}"))
+    paging::encode(CURSOR_PREFIX, crate::db::to_i64(position))
 }
 
 pub fn decode_cursor(cursor: &str) -> Result<u64, ProjectionError> {
-    let bytes = hex::decode(cursor).map_err(|_| ProjectionError::InvalidCursor)?;
-    let text = std::str::from_utf8(&bytes).map_err(|_| ProjectionError::InvalidCursor)?;
-    text.strip_prefix(CURSOR_PREFIX)
-        .and_then(|n| n.parse::<u64>().ok())
-        .filter(|n| i64::try_from(*n).is_ok())
-        .ok_or(ProjectionError::InvalidCursor)
+    paging::decode(CURSOR_PREFIX, cursor).map(crate::db::to_u64)
 }
 
 impl Inner {
@@ -54,18 +50,15 @@ impl Inner {
         owner: &str,
         query: &AuditQuery,
     ) -> Result<AuditPage, ProjectionError> {
-        let after = query
-            .cursor
-            .as_deref()
-            .map(decode_cursor)
-            .transpose()?
-            .unwrap_or(0);
-        let page = query
-            .limit
-            .unwrap_or(DEFAULT_AUDIT_PAGE)
-            .clamp(1, MAX_AUDIT_PAGE);
+        let PageAsked { after, size: page } = PageAsked::new(
+            CURSOR_PREFIX,
+            query.cursor.as_deref(),
+            query.limit,
+            DEFAULT_AUDIT_PAGE,
+            MAX_AUDIT_PAGE,
+        )?;
         let filter = Filter {
-            after: crate::db::to_i64(after),
+            after,
             since_ms: query.since.map(|t| t.timestamp_millis()),
             until_ms: query.until.map(|t| t.timestamp_millis()),
             event_type: query.event_type.clone(),
@@ -75,10 +68,7 @@ impl Inner {
             limit: i64::try_from(page + 1).unwrap_or(i64::MAX),
         };
         let mut tx = self.db.begin_read().await?;
-        let heads = tx.heads().await?;
-        let head = head_of(&heads, AUDIT).cloned().ok_or_else(|| {
-            ProjectionError::CorruptView("audit view bookkeeping is missing".into())
-        })?;
+        let head = tx.head(AUDIT).await?;
         let mut records = tx.audit_page(head.generation, owner, &filter).await?;
         tx.rollback().await?;
         let more = records.len() > page;

@@ -33,6 +33,7 @@ mod fold;
 mod follower;
 mod health;
 pub mod limits;
+mod paging;
 mod point_in_time;
 mod rebuild;
 mod reservations;

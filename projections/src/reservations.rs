@@ -15,30 +15,17 @@ use std::collections::HashMap;
 use domain::{ReleaseReason, ReservationId, ReservationStatus};
 use sqlx::QueryBuilder;
 
-use crate::checkpoint::{head_of, AUDIT, AUDIT_CODE_VERSION};
+use crate::checkpoint::{AUDIT, AUDIT_CODE_VERSION};
 use crate::fold::parse_deltas;
 use crate::limits::{DEFAULT_RESERVATION_PAGE, MAX_RESERVATION_PAGE, SCAN_RESERVATIONS};
+use crate::paging::{self, PageAsked};
 use crate::tables::{on_tx, Tx};
 use crate::{
     Inner, ListedReservation, ProjectionError, ReservationPage, ReservationQuery, StatusFilter,
 };
 
+/// Distinct from an audit cursor's prefix: one list's cursor is refused by the other.
 const CURSOR_PREFIX: &str = "r1:";
-
-/// The cursor after the reservation requested at `position`: opaque to clients, versioned for
-/// us, and distinct from an audit cursor.
-fn encode_cursor(position: i64) -> String {
-    hex::encode(format!("{CURSOR_PREFIX}{position}"))
-}
-
-fn decode_cursor(cursor: &str) -> Result<i64, ProjectionError> {
-    let bytes = hex::decode(cursor).map_err(|_| ProjectionError::InvalidCursor)?;
-    let text = std::str::from_utf8(&bytes).map_err(|_| ProjectionError::InvalidCursor)?;
-    text.strip_prefix(CURSOR_PREFIX)
-        .and_then(|n| n.parse::<i64>().ok())
-        .filter(|n| *n >= 0)
-        .ok_or(ProjectionError::InvalidCursor)
-}
 
 /// A reservation's request entry, as read back.
 #[derive(Debug, sqlx::FromRow)]
@@ -110,16 +97,13 @@ impl Inner {
         project: &str,
         query: &ReservationQuery,
     ) -> Result<ReservationPage, ProjectionError> {
-        let after = query
-            .cursor
-            .as_deref()
-            .map(decode_cursor)
-            .transpose()?
-            .unwrap_or(0);
-        let page = query
-            .limit
-            .unwrap_or(DEFAULT_RESERVATION_PAGE)
-            .clamp(1, MAX_RESERVATION_PAGE);
+        let PageAsked { after, size: page } = PageAsked::new(
+            CURSOR_PREFIX,
+            query.cursor.as_deref(),
+            query.limit,
+            DEFAULT_RESERVATION_PAGE,
+            MAX_RESERVATION_PAGE,
+        )?;
         if query.user.is_some() {
             // No reservation names a user yet (SPEC rule 8 is not built): none matches.
             return Ok(ReservationPage {
@@ -128,10 +112,7 @@ impl Inner {
             });
         }
         let mut tx = self.db.begin_read().await?;
-        let heads = tx.heads().await?;
-        let head = head_of(&heads, AUDIT).cloned().ok_or_else(|| {
-            ProjectionError::CorruptView("audit view bookkeeping is missing".into())
-        })?;
+        let head = tx.head(AUDIT).await?;
         if head.code_version < AUDIT_CODE_VERSION {
             // Built before request entries kept their expiry; the rebuild started at launch
             // replaces it.
@@ -147,10 +128,15 @@ impl Inner {
         let mut next = None;
         if requests.len() > page {
             requests.truncate(page);
-            next = requests.last().map(|r| encode_cursor(r.position));
+            next = requests
+                .last()
+                .map(|r| paging::encode(CURSOR_PREFIX, r.position));
         } else if query.status.is_some() {
             // The scan may have stopped short of the project's end: go on from where it did.
-            next = tx.scan_end(&window).await?.map(encode_cursor);
+            next = tx
+                .scan_end(&window)
+                .await?
+                .map(|position| paging::encode(CURSOR_PREFIX, position));
         }
         let ids: Vec<&str> = requests.iter().map(|r| r.reservation_id.as_str()).collect();
         let changes = tx.status_changes(head.generation, project, &ids).await?;
@@ -306,9 +292,10 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_are_not_audit_cursors() {
-        assert_eq!(decode_cursor(&encode_cursor(42)).unwrap(), 42);
-        assert!(decode_cursor(&crate::encode_cursor(42)).is_err());
-        assert!(decode_cursor("zz").is_err());
-        assert!(decode_cursor(&hex::encode("r1:-1")).is_err());
+        let decode = |cursor: &str| paging::decode(CURSOR_PREFIX, cursor);
+        assert_eq!(decode(&paging::encode(CURSOR_PREFIX, 42)).unwrap(), 42);
+        assert!(decode(&crate::encode_cursor(42)).is_err());
+        assert!(decode("zz").is_err());
+        assert!(decode(&hex::encode("r1:-1")).is_err());
     }
 }

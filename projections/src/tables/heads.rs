@@ -28,6 +28,16 @@ impl Tx {
         Ok(())
     }
 
+    /// One view's head; a view without its bookkeeping rows is corrupt.
+    pub(crate) async fn head(&mut self, name: &str) -> Result<ViewHead, ProjectionError> {
+        let heads = self.heads().await?;
+        crate::checkpoint::head_of(&heads, name)
+            .cloned()
+            .ok_or_else(|| {
+                ProjectionError::CorruptView(format!("{name} view bookkeeping is missing"))
+            })
+    }
+
     pub(crate) async fn heads(&mut self) -> Result<Vec<ViewHead>, ProjectionError> {
         let rows: Vec<(String, i64, i64, i64)> = on_tx!(self, |c, DB| sqlx::query_as(
             "SELECT s.name, s.active_generation, s.code_version, COALESCE(c.position, 0) \
