@@ -314,3 +314,41 @@ async fn reservations_lists_a_projects_holds() {
     let (ok, _, err) = cli(&url, &["reservations", "acme", "--status", "expired"]).await;
     assert!(!ok && err.contains("held"), "{err}");
 }
+
+/// `quota reserve --dry-run` (issue 18, item 3) prints the verdict and the numbers, and holds
+/// nothing.
+#[tokio::test]
+async fn reserve_dry_run_prints_the_verdict_and_holds_nothing() {
+    let store = sqlite_store();
+    let server = Server::start(&store);
+    let api = server.client();
+    let url = server.url.clone();
+    api.set_defaults(json!({"instances": 2})).await;
+    let fits = ok_out(&url, &["reserve", "acme", "instances=2", "--dry-run"]).await;
+    assert!(fits.contains("would be granted"), "{fits}");
+    assert!(
+        fits.contains("RESOURCE") && fits.contains("instances"),
+        "{fits}"
+    );
+    let over = ok_out(&url, &["reserve", "acme", "instances=3", "--dry-run"]).await;
+    assert!(
+        over.contains("would be denied: over quota for instances"),
+        "{over}"
+    );
+    let json = json_of(
+        &ok_out(
+            &url,
+            &["--json", "reserve", "acme", "instances=1", "--dry-run"],
+        )
+        .await,
+    );
+    assert_eq!(json["granted"], true);
+    assert_eq!(
+        json["usage"]["instances"],
+        json!({"in_use": 0, "reserved": 0})
+    );
+    // Nothing was held by the three dry runs: a real reserve of both still fits.
+    api.reserve("acme", json!({"instances": 2}))
+        .await
+        .assert_status(201);
+}

@@ -265,17 +265,24 @@ async fn unknown_query_parameters_are_refused_on_every_route() {
     let held = id_of(&api.reserve("query", json!({"instances": 1})).await);
     let before = head(&store).await;
 
+    // A misspelt `dry_run` must not become a real reserve.
     let reserve = api
         .post(
-            "/v1/projects/query/reservations?dry_run=true",
+            "/v1/projects/query/reservations?dryrun=true",
             json!({"deltas": {"instances": 1}}),
         )
         .await;
     reserve.assert_problem(400, "invalid-request");
     assert!(
-        reserve.body["detail"].as_str().unwrap().contains("dry_run"),
+        reserve.body["detail"].as_str().unwrap().contains("dryrun"),
         "{reserve:?}"
     );
+    api.post(
+        "/v1/projects/query/reservations?dry_run=maybe",
+        json!({"deltas": {"instances": 1}}),
+    )
+    .await
+    .assert_problem(400, "invalid-request");
     api.post_empty(&format!(
         "/v1/projects/query/reservations/{held}/commit?force=1"
     ))

@@ -229,9 +229,9 @@ async fn reservation_list(api: &Api) {
             .await
             .assert_problem(400, "invalid-request");
     }
-    // POST on the same path reads no query: an unknown parameter is still refused there.
+    // POST on the same path reads its own query (`dry_run`) and refuses the list's.
     api.post(
-        &format!("{path}?dry_run=true"),
+        &format!("{path}?status=held"),
         json!({"deltas": {"cores": 1}}),
     )
     .await

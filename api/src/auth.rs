@@ -285,7 +285,9 @@ mod tests {
         assert!(table.reads_query(&Method::GET, "/v1/projects/{p}/usage"));
         assert!(table.reads_query(&Method::HEAD, "/v1/projects/{p}/audit"));
         assert!(table.reads_query(&Method::GET, "/v1/projects/{p}/reservations"));
-        assert!(!table.reads_query(&Method::POST, "/v1/projects/{p}/reservations"));
+        assert!(table.reads_query(&Method::POST, "/v1/projects/{p}/reservations"));
+        let commit = "/v1/projects/{p}/reservations/{id}/commit";
+        assert!(!table.reads_query(&Method::POST, commit));
         assert!(!table.reads_query(&Method::GET, "/v1/defaults"));
     }
 }

@@ -11,6 +11,7 @@ use projections::ProjectionError;
 use serde_json::{json, Map, Value};
 
 use crate::problem::{Problem, ProblemCode};
+use crate::standing::Standing;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -115,24 +116,16 @@ impl ApiError {
         let problem = Problem::new(code, detail);
         match self {
             ApiError::OverQuota { overs, standing } => {
-                let mut limits = Map::new();
-                let mut usage = Map::new();
-                let mut headroom = Map::new();
-                for (resource, s) in standing {
-                    limits.insert(resource.to_string(), json!(s.limit.value()));
-                    usage.insert(
-                        resource.to_string(),
-                        json!({"in_use": s.in_use, "reserved": s.reserved}),
-                    );
-                    if let Some(room) = s.headroom() {
-                        headroom.insert(resource.to_string(), json!(room));
-                    }
-                }
+                let Standing {
+                    limits,
+                    usage,
+                    headroom,
+                } = Standing::of(standing);
                 problem
                     .with("overs", names(overs))
-                    .with("limits", Value::Object(limits))
-                    .with("usage", Value::Object(usage))
-                    .with("headroom", Value::Object(headroom))
+                    .with("limits", json!(limits))
+                    .with("usage", json!(usage))
+                    .with("headroom", json!(headroom))
             }
             ApiError::LimitBelowUsage(below) => {
                 let resources: Map<String, Value> = below

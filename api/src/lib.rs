@@ -15,6 +15,7 @@
 //! - [`idle`]: connections that go quiet are closed (stalled clients).
 //! - [`auth`]: roles, callers and the authorization middleware.
 //! - [`tokens`]: the tokens file (hashes, names, `SIGHUP` reloads).
+//! - [`standing`]: the numbers a reserve was judged on (over-quota problems, dry runs).
 //! - [`limits`]: the edge's bounds (body size, deadlines, waits), in one place.
 //! - [`metrics`]: Prometheus counters and `/metrics`.
 //! - [`openapi`]: the OpenAPI document, generated from the handlers.
@@ -29,5 +30,6 @@ pub mod openapi;
 pub mod problem;
 pub mod routes;
 pub mod server;
+pub mod standing;
 pub mod tokens;
 pub mod transport;

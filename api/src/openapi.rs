@@ -11,7 +11,7 @@ use self::contract::Contract;
 
 use crate::problem::{ProblemCode, ProblemDocument};
 use crate::routes::{
-    admin, audit, defaults, limits, reservation_list, reservations, service, usage,
+    admin, audit, corrections, defaults, limits, reservation_list, reservations, service, usage,
 };
 
 #[derive(OpenApi)]
@@ -34,6 +34,7 @@ use crate::routes::{
         reservations::commit,
         reservations::release,
         usage::get_usage,
+        corrections::correct_usage,
         audit::get_audit,
         audit::get_defaults_audit,
         admin::list_projections,

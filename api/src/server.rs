@@ -29,7 +29,7 @@ use crate::limits::{
 };
 use crate::routes::table::{Query, Routes, Rule, Verb};
 use crate::routes::{
-    admin, audit, defaults, limits, reservation_list, reservations, service, usage,
+    admin, audit, corrections, defaults, limits, reservation_list, reservations, service, usage,
 };
 use crate::tokens::TokenStore;
 use crate::transport::ConnectionLimits;
@@ -92,7 +92,7 @@ pub fn routes() -> Routes {
             Post,
             "/v1/projects/{p}/reservations",
             Rule::ProjectWrite,
-            NoQuery,
+            ReadsQuery,
             reservations::reserve,
         )
         .add(
@@ -129,6 +129,13 @@ pub fn routes() -> Routes {
             Rule::ProjectRead,
             ReadsQuery,
             usage::get_usage,
+        )
+        .add(
+            Post,
+            "/v1/projects/{p}/usage/corrections",
+            Rule::Admin,
+            NoQuery,
+            corrections::correct_usage,
         )
         .add(
             Get,

@@ -55,6 +55,10 @@ pub enum Command {
         /// Who asks, for the audit.
         #[arg(long)]
         actor: Option<String>,
+        /// Only say what the reserve would get now (granted or over which limits, with the
+        /// numbers it would be judged on); nothing is held or recorded.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Commit a held reservation.
     Commit {
@@ -86,6 +90,21 @@ pub enum Command {
     /// A project's reservations, oldest first: find orphaned holds with
     /// `quota reservations acme --status held --older-than 2026-01-31T00:00:00Z`.
     Reservations(ReservationsArgs),
+    /// Set a project's in_use to the real counts measured elsewhere, with a reason (admin):
+    /// `quota correct acme instances=3 cores=6 --reason "hypervisor recount"`.
+    Correct {
+        /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
+        project: String,
+        /// RESOURCE=IN_USE pairs, each 0 or more.
+        #[arg(required = true, value_parser = parse_pair)]
+        counts: Vec<(String, i64)>,
+        /// Why, for the audit (1 to 256 characters).
+        #[arg(long)]
+        reason: String,
+        /// A user's in_use instead of the project's (not supported by the server yet).
+        #[arg(long)]
+        user: Option<String>,
+    },
     /// A project's usage, now or at a past time.
     Usage {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).

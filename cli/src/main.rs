@@ -21,7 +21,7 @@ mod views;
 use std::process::ExitCode;
 
 use api::server::LogFormat;
-use client::wire::{Reserve, Step, UsageQuery};
+use client::wire::{Correct, Reserve, Step, UsageQuery};
 use client::Client;
 use tracing_subscriber::EnvFilter;
 
@@ -89,6 +89,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
             expires_in,
             id,
             actor,
+            dry_run,
         } => {
             let body = Reserve {
                 deltas: deltas.into_iter().collect(),
@@ -96,7 +97,11 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
                 reservation_id: id,
                 actor,
             };
-            reservations::reserve(&client()?, out, &project, &body).await
+            if dry_run {
+                reservations::dry_run(&client()?, out, &project, &body).await
+            } else {
+                reservations::reserve(&client()?, out, &project, &body).await
+            }
         }
         Command::Commit { project, id, actor } => {
             reservations::transition(&client()?, out, Step::Commit, &project, &id, actor).await
@@ -106,6 +111,19 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         }
         Command::Reservation { project, id } => {
             reservations::show(&client()?, out, &project, &id).await
+        }
+        Command::Correct {
+            project,
+            counts,
+            reason,
+            user,
+        } => {
+            let body = Correct {
+                in_use: counts.into_iter().collect(),
+                reason,
+                user,
+            };
+            views::correct(&client()?, out, &project, &body).await
         }
         Command::Reservations(args) => reservations::list(&client()?, out, args).await,
         Command::Usage {

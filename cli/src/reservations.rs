@@ -1,12 +1,12 @@
 //! `quota reserve`, `commit`, `release`, `reservation` and `reservations`.
 
 use client::wire::{
-    Reservation, ReservationList, ReservationListQuery, Reserve, Step, TransitionBody,
+    DryRun, Reservation, ReservationList, ReservationListQuery, Reserve, Step, TransitionBody,
 };
 use client::Client;
 
 use crate::args::ReservationsArgs;
-use crate::output::{or_dash, pairs_text, Output};
+use crate::output::{limit_text, or_dash, pairs_text, Output};
 use crate::pages::{every_page, print_all};
 use crate::{table, CliError};
 
@@ -19,6 +19,48 @@ pub async fn reserve(
     let answer = client.reserve(project, body).await?;
     out.print(&answer, reservation_text);
     Ok(())
+}
+
+/// `quota reserve --dry-run`: the verdict, then a row per resource of the request.
+pub async fn dry_run(
+    client: &Client,
+    out: Output,
+    project: &str,
+    body: &Reserve,
+) -> Result<(), CliError> {
+    let answer = client.reserve_dry_run(project, body).await?;
+    out.print(&answer, dry_run_text);
+    Ok(())
+}
+
+fn dry_run_text(answer: &DryRun) -> String {
+    let verdict = if answer.granted {
+        "would be granted".to_owned()
+    } else {
+        format!(
+            "would be denied: over quota for {}",
+            answer.overs.join(", ")
+        )
+    };
+    let rows: Vec<Vec<String>> = answer
+        .limits
+        .iter()
+        .map(|(resource, limit)| {
+            let usage = answer.usage.get(resource);
+            vec![
+                resource.clone(),
+                limit_text(*limit),
+                or_dash(usage.map(|u| u.in_use)),
+                or_dash(usage.map(|u| u.reserved)),
+                or_dash(answer.headroom.get(resource)),
+            ]
+        })
+        .collect();
+    let table = table::render(
+        &["RESOURCE", "LIMIT", "IN_USE", "RESERVED", "HEADROOM"],
+        &rows,
+    );
+    format!("{verdict} (dry run: nothing held or recorded)\n{table}")
 }
 
 /// `quota commit` or `quota release`.

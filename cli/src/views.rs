@@ -1,6 +1,6 @@
-//! `quota usage` and `quota audit`: the read side, over HTTP.
+//! `quota usage`, `quota audit` and `quota correct`: usage and its history, over HTTP.
 
-use client::wire::{AuditEntry, AuditPage, AuditQuery, Usage, UsageQuery};
+use client::wire::{AuditEntry, AuditPage, AuditQuery, Correct, Usage, UsageQuery};
 use client::{AuditOf, Client};
 
 use crate::args::AuditArgs;
@@ -61,6 +61,38 @@ pub async fn audit(client: &Client, out: Output, args: AuditArgs) -> Result<(), 
         |page| page.entries,
         |entries| audit_table(entries, None),
     );
+    Ok(())
+}
+
+/// `quota correct`: a row per resource whose in_use changed.
+pub async fn correct(
+    client: &Client,
+    out: Output,
+    project: &str,
+    body: &Correct,
+) -> Result<(), CliError> {
+    let answer = client.correct(project, body).await?;
+    out.print(&answer, |done| {
+        let rows: Vec<Vec<String>> = done
+            .corrections
+            .iter()
+            .map(|c| {
+                vec![
+                    c.resource.clone(),
+                    c.before.to_string(),
+                    c.after.to_string(),
+                ]
+            })
+            .collect();
+        if rows.is_empty() {
+            return format!(
+                "(nothing to correct: every count was already right; position {})",
+                done.position
+            );
+        }
+        let table = table::render(&["RESOURCE", "IN_USE_BEFORE", "IN_USE_AFTER"], &rows);
+        format!("{table}\n(position {})", done.position)
+    });
     Ok(())
 }
 

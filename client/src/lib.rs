@@ -17,9 +17,9 @@ use serde_json::Value;
 
 pub use problem::{ClientError, Problem};
 use wire::{
-    AuditPage, AuditQuery, DefaultLimits, EffectiveLimits, ProjectLimits, ProjectionStatus,
-    Reservation, ReservationList, ReservationListQuery, Reserve, SetDefaults, SetLimits, Step,
-    TransitionBody, Usage, UsageQuery,
+    AuditPage, AuditQuery, Correct, Corrections, DefaultLimits, DryRun, DryRunQuery,
+    EffectiveLimits, ProjectLimits, ProjectionStatus, Reservation, ReservationList,
+    ReservationListQuery, Reserve, SetDefaults, SetLimits, Step, TransitionBody, Usage, UsageQuery,
 };
 
 /// How long one request may take, answer included.
@@ -130,6 +130,17 @@ impl Client {
         self.call(Method::POST, &path, &(), Some(body)).await
     }
 
+    /// What the reserve would get now, holding and recording nothing.
+    pub async fn reserve_dry_run(
+        &self,
+        project: &str,
+        body: &Reserve,
+    ) -> Result<Answer<DryRun>, ClientError> {
+        let path = format!("/v1/projects/{}/reservations", segment(project));
+        let query = DryRunQuery { dry_run: true };
+        self.call(Method::POST, &path, &query, Some(body)).await
+    }
+
     /// Commits or releases a reservation; without a body when there is no actor to declare.
     pub async fn transition(
         &self,
@@ -149,6 +160,16 @@ impl Client {
     ) -> Result<Answer<Reservation>, ClientError> {
         let path = reservation_path(project, id);
         self.call(Method::GET, &path, &(), None::<&()>).await
+    }
+
+    /// Sets the project's in_use to real counts (an admin token).
+    pub async fn correct(
+        &self,
+        project: &str,
+        body: &Correct,
+    ) -> Result<Answer<Corrections>, ClientError> {
+        let path = format!("/v1/projects/{}/usage/corrections", segment(project));
+        self.call(Method::POST, &path, &(), Some(body)).await
     }
 
     /// One page of a project's reservations, in the order they were made.

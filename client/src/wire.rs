@@ -41,6 +41,56 @@ pub struct Reserve {
     pub actor: Option<String>,
 }
 
+/// `POST /v1/projects/{project}/usage/corrections`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Correct {
+    /// `{resource: real in_use}`.
+    pub in_use: Amounts,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+}
+
+/// The corrections a recount recorded.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Corrections {
+    pub corrections: Vec<Correction>,
+    pub position: u64,
+}
+
+/// One resource's in_use before and after a correction.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Correction {
+    pub resource: String,
+    pub before: i64,
+    pub after: i64,
+}
+
+/// What a reserve would get now (`POST …/reservations?dry_run=true`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct DryRun {
+    pub granted: bool,
+    pub overs: Vec<String>,
+    /// The effective limit of each resource of the request (-1 unlimited).
+    pub limits: BTreeMap<String, i64>,
+    pub usage: BTreeMap<String, UsageNumbers>,
+    /// Absent for unlimited resources.
+    pub headroom: BTreeMap<String, i64>,
+}
+
+/// A resource's committed and held amounts.
+#[derive(Debug, Clone, Deserialize)]
+pub struct UsageNumbers {
+    pub in_use: i64,
+    pub reserved: i64,
+}
+
+/// The query of a dry run.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct DryRunQuery {
+    pub dry_run: bool,
+}
+
 /// What happens to a held reservation: `POST .../reservations/{id}/commit` or `/release`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {

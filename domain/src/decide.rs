@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use chrono::Duration;
 
-use crate::limits::{MAX_EXPIRED_PER_DECISION, MAX_EXPIRES_IN_S, MIN_EXPIRES_IN_S};
+use crate::limits::{
+    MAX_EXPIRED_PER_DECISION, MAX_EXPIRES_IN_S, MAX_RESOURCES_PER_REQUEST, MIN_EXPIRES_IN_S,
+};
 use crate::{
     check_limits, checked_add, Defaults, Deltas, Event, InvalidInput, Judged, Limit, Limits,
     ProjectState, Reason, ReleaseReason, ReservationId, ReservationStatus, ResourceName, Timestamp,
@@ -32,9 +34,9 @@ pub enum Command {
     ResetLimits,
     /// Record the release of every hold past its expiry (the sweeper's command).
     Expire,
+    /// An operator's recount: the real in_use of each resource named (SPEC rule 10).
     CorrectUsage {
-        resource: ResourceName,
-        in_use: i64,
+        in_use: BTreeMap<ResourceName, i64>,
         /// Validated at the edge (SPEC: 1–256 characters, no control characters).
         reason: Reason,
     },
@@ -51,8 +53,14 @@ impl Command {
             }
             Command::SetLimits { limits, .. } => check_limits(limits)?,
             Command::CorrectUsage { in_use, .. } => {
-                if *in_use < 0 {
-                    return Err(InvalidInput::NegativeUsage(*in_use));
+                if in_use.is_empty() {
+                    return Err(InvalidInput::EmptyCorrection);
+                }
+                if in_use.len() > MAX_RESOURCES_PER_REQUEST {
+                    return Err(InvalidInput::TooManyResources(in_use.len()));
+                }
+                if let Some(negative) = in_use.values().find(|n| **n < 0) {
+                    return Err(InvalidInput::NegativeUsage(*negative));
                 }
             }
             Command::Commit { .. }
@@ -135,7 +143,16 @@ pub enum Outcome {
     Reservation(ReservationId),
     Limits,
     Expired(usize),
-    UsageCorrected,
+    /// The resources whose in_use changed (an unchanged one is left out).
+    UsageCorrected(Vec<Correction>),
+}
+
+/// One resource's in_use, before and after a correction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Correction {
+    pub resource: ResourceName,
+    pub before: i64,
+    pub after: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -203,11 +220,9 @@ pub fn decide(
             Decision::grant(vec![Event::LimitsReset], Outcome::Limits)
         }),
         Command::Expire => Ok(expire(state, now)),
-        Command::CorrectUsage {
-            resource,
-            in_use,
-            reason,
-        } => correct_usage(state, defaults, resource, *in_use, reason.as_str()),
+        Command::CorrectUsage { in_use, reason } => {
+            correct_usage(state, defaults, in_use, reason.as_str())
+        }
     };
     result.unwrap_or_else(Decision::refuse)
 }
@@ -456,22 +471,31 @@ fn expire(state: &ProjectState, now: Timestamp) -> Decision {
 fn correct_usage(
     state: &ProjectState,
     defaults: &Defaults,
-    resource: &ResourceName,
-    in_use: i64,
+    in_use: &BTreeMap<ResourceName, i64>,
     reason: &str,
 ) -> Result<Decision, Refusal> {
-    unknown_resources(state, defaults, std::iter::once(resource))?;
-    let before = state.in_use(resource);
-    if before == in_use {
-        return Ok(Decision::grant(vec![], Outcome::UsageCorrected));
-    }
-    Ok(Decision::grant(
-        vec![Event::UsageCorrected {
+    unknown_resources(state, defaults, in_use.keys())?;
+    // One event per resource whose count changes; equal counts record nothing.
+    let corrections: Vec<Correction> = in_use
+        .iter()
+        .map(|(resource, after)| Correction {
             resource: resource.clone(),
-            in_use_before: before,
-            in_use_after: in_use,
+            before: state.in_use(resource),
+            after: *after,
+        })
+        .filter(|c| c.before != c.after)
+        .collect();
+    let events = corrections
+        .iter()
+        .map(|c| Event::UsageCorrected {
+            resource: c.resource.clone(),
+            in_use_before: c.before,
+            in_use_after: c.after,
             reason: reason.to_owned(),
-        }],
-        Outcome::UsageCorrected,
+        })
+        .collect();
+    Ok(Decision::grant(
+        events,
+        Outcome::UsageCorrected(corrections),
     ))
 }

@@ -25,7 +25,9 @@ mod usage;
 mod tests;
 
 pub use codec::{decode, encode, DecodeError, Encoded, CURRENT_SCHEMA_VERSION};
-pub use decide::{decide, decide_defaults, Command, Decision, Outcome, Refusal, ResourceStanding};
+pub use decide::{
+    decide, decide_defaults, Command, Correction, Decision, Outcome, Refusal, ResourceStanding,
+};
 pub use events::{Event, Judged, ReleaseReason, Timestamp, EVENT_TYPES};
 pub use ids::{
     ProjectId, ReservationId, ResourceName, UserId, DEFAULTS_STREAM, PROJECT_STREAM_PREFIX,
@@ -57,6 +59,8 @@ pub enum InvalidInput {
     EmptyDeltas,
     #[error("limits must name at least one resource")]
     EmptyLimits,
+    #[error("a correction must name at least one resource")]
+    EmptyCorrection,
     #[error("{0} resources in one request; at most {max} are allowed", max = MAX_RESOURCES_PER_REQUEST)]
     TooManyResources(usize),
     #[error("arithmetic overflow for {0}: values are 64-bit")]

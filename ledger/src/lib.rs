@@ -22,7 +22,7 @@ pub mod testing;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use pipeline::{
-    load_project, Ledger, LedgerConfig, LedgerError, LedgerStats, LimitSource, LimitsView,
+    load_project, DryRun, Ledger, LedgerConfig, LedgerError, LedgerStats, LimitSource, LimitsView,
     ReservationView,
 };
 pub use store::{

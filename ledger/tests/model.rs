@@ -532,8 +532,7 @@ fn domain_command(command: &Cmd, id: Uuid) -> Command {
         Cmd::ResetLimits => Command::ResetLimits,
         Cmd::Expire => Command::Expire,
         Cmd::Correct { resource, in_use } => Command::CorrectUsage {
-            resource: res(RESOURCES[*resource]),
-            in_use: *in_use,
+            in_use: [(res(RESOURCES[*resource]), *in_use)].into(),
             reason: domain::Reason::parse("model test").unwrap(),
         },
         Cmd::Advance(_) => unreachable!(),
@@ -637,7 +636,7 @@ fn check_domain(commands: &[Cmd]) -> Result<(), TestCaseError> {
                 Answer::Limits(all)
             }
             Ok(Outcome::Expired(n)) => Answer::Expired(*n),
-            Ok(Outcome::UsageCorrected) => Answer::Corrected,
+            Ok(Outcome::UsageCorrected(_)) => Answer::Corrected,
         };
         let expected = model.run(command, id);
         prop_assert_eq!(&answer, &expected, "step {}: {:?}", step, command);
@@ -750,13 +749,12 @@ async fn check_ledger(
                 ledger
                     .correct_usage(
                         &project,
-                        res(RESOURCES[*resource]),
-                        *in_use,
+                        [(res(RESOURCES[*resource]), *in_use)].into(),
                         domain::Reason::parse("model test").unwrap(),
                         &meta,
                     )
                     .await,
-                |()| Answer::Corrected,
+                |_| Answer::Corrected,
             ),
         };
         // A reserve without a client id: the model takes the id the ledger chose.

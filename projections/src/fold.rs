@@ -50,7 +50,8 @@ pub(crate) struct AuditRow {
 /// What a limits event changed: the effective limits (the project's override, else the
 /// default; for the defaults, the defaults) of the resources it names, just before and just
 /// after it, as `{resource: limit}` JSON; a resource without any limit is left out. `forced`
-/// only for `LimitsSet`. All `None` for other events.
+/// only for `LimitsSet`. For a `UsageCorrected`, `{resource: in_use}` before and after. All
+/// `None` for other events.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct LimitsChange {
     pub before: Option<String>,
@@ -210,7 +211,8 @@ fn effective_limits(
     serde_json::to_string(&limits).unwrap_or_else(|_| String::from("{}"))
 }
 
-/// The change a limits event made, from the limits before it and the state after it.
+/// The change a limits event made, from the limits before it and the state after it; for a
+/// correction, the resource's in_use before and after it.
 fn limits_change(
     event: &Event,
     before: Option<String>,
@@ -218,6 +220,20 @@ fn limits_change(
     project: Option<&ProjectUsage>,
     named: Option<Vec<ResourceName>>,
 ) -> LimitsChange {
+    if let Event::UsageCorrected {
+        resource,
+        in_use_before,
+        in_use_after,
+        ..
+    } = event
+    {
+        let one = |in_use: i64| serde_json::json!({ resource.as_str(): in_use }).to_string();
+        return LimitsChange {
+            before: Some(one(*in_use_before)),
+            after: Some(one(*in_use_after)),
+            forced: None,
+        };
+    }
     let (Some(before), Some(named)) = (before, named) else {
         return LimitsChange::default();
     };

@@ -105,8 +105,7 @@ async fn random_workload(
                 let _ = ledger
                     .correct_usage(
                         &project,
-                        r("cores"),
-                        rng.gen_range(0..10),
+                        [(r("cores"), rng.gen_range(0..10))].into(),
                         domain::Reason::parse("recount").unwrap(),
                         &meta("admin"),
                     )

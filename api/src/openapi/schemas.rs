@@ -126,6 +126,20 @@ doc_schema!(
 );
 
 doc_schema!(
+    /// The `in_use` of a correction.
+    CountsSchema,
+    "Counts",
+    resource_map(
+        "`{resource: in_use}`, 1 to 64 resources, each 0 or more",
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(0))
+            .description(Some("The real count, measured elsewhere"))
+    )
+);
+
+doc_schema!(
     /// The `deltas` of a reserve.
     DeltasSchema,
     "Deltas",
@@ -288,6 +302,7 @@ pub fn all() -> Vec<(String, RefOr<Schema>)> {
         entry::<ProjectIdSchema>(),
         entry::<ResourceNameSchema>(),
         entry::<LimitsSchema>(),
+        entry::<CountsSchema>(),
         entry::<DeltasSchema>(),
         entry::<ClientTextSchema>(),
         entry::<TimestampSchema>(),

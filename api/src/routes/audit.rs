@@ -88,11 +88,12 @@ pub struct AuditEntryBody {
     pub reason: Option<String>,
     /// Usage the event left behind (for denials: the usage it was judged on).
     pub usage_after: BTreeMap<String, UsageAfterBody>,
-    /// Limits events only: the effective limits (-1 unlimited) of the resources the event
+    /// Limits events: the effective limits (-1 unlimited) of the resources the event
     /// names, just before it; a resource that had no limit is absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<BTreeMap<String, i64>>,
-    /// Limits events only: the effective limits of the same resources just after it.
+    /// Limits events: the effective limits of the same resources just after it. Corrections
+    /// (`UsageCorrected`): `{resource: in_use}` before and after.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<BTreeMap<String, i64>>,
     /// `LimitsSet` only: whether `force` allowed a limit below usage.

@@ -1,28 +1,32 @@
-//! `/v1/projects/{p}/reservations`: reserve, read, commit and release.
+//! `/v1/projects/{p}/reservations`: reserve (or its dry run), read, commit and release.
 
 use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use domain::{
     Actor, ClientRequestId, Deltas, InvalidInput, ReservationId, ReservationStatus,
     DEFAULT_EXPIRES_IN_S, MAX_EXPIRES_IN_S, MIN_EXPIRES_IN_S,
 };
-use ledger::ReservationView;
+use ledger::{DryRun, ReservationView};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::rfc3339;
 use crate::error::ApiError;
-use crate::extract::{JsonBody, OptionalJsonBody, ProjectPath, RequestContext, ReservationPath};
+use crate::extract::{
+    ApiQuery, JsonBody, OptionalJsonBody, ProjectPath, RequestContext, ReservationPath,
+};
 use crate::openapi::schemas::{
     ClientTextSchema, DeltasSchema, PositionSchema, ProjectIdSchema, ReleaseReasonSchema,
-    ReservationStatusSchema, TimestampSchema,
+    ReservationStatusSchema, ResourceNameSchema, TimestampSchema,
 };
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
+use crate::standing::Standing;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -41,6 +45,39 @@ pub struct ReserveRequest {
     /// The client's request id, for the audit (defaults to the HTTP x-request-id).
     #[schema(value_type = Option<ClientTextSchema>)]
     pub request_id: Option<ClientRequestId>,
+}
+
+/// The query of a reserve.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ReserveParams {
+    /// `true`: answer what the reserve would get now (200 with a [`DryRunResponse`]), holding
+    /// and recording nothing, not even a denial.
+    pub dry_run: Option<bool>,
+}
+
+/// What a reserve would be answered now (`?dry_run=true`).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct DryRunResponse {
+    /// Whether the reserve would be granted.
+    pub granted: bool,
+    /// The resources that would be over their limits, sorted; empty when granted.
+    #[schema(value_type = Vec<ResourceNameSchema>)]
+    pub overs: Vec<String>,
+    /// The limits, usage and headroom of the request's resources, as it would be judged.
+    #[serde(flatten)]
+    pub standing: Standing,
+}
+
+impl From<DryRun> for DryRunResponse {
+    fn from(judged: DryRun) -> Self {
+        DryRunResponse {
+            granted: judged.granted,
+            overs: judged.overs.iter().map(ToString::to_string).collect(),
+            standing: Standing::of(&judged.standing),
+        }
+    }
 }
 
 /// Optional body of commit and release.
@@ -108,12 +145,14 @@ fn expires_in_seconds(requested: Option<i64>) -> Result<u32, ApiError> {
         .ok_or_else(|| ApiError::InvalidRequest(InvalidInput::ExpiresIn(seconds).to_string()))
 }
 
-/// Reserve deltas for a project, all or nothing.
+/// Reserve deltas for a project, all or nothing; with `?dry_run=true`, only say what a reserve
+/// would get now.
 #[utoipa::path(post, path = "/v1/projects/{p}/reservations", tag = "reservations",
-    params(("p" = ProjectIdSchema, Path, description = "Project id")),
+    params(("p" = ProjectIdSchema, Path, description = "Project id"), ReserveParams),
     request_body = ReserveRequest,
     responses(
         (status = 201, description = "Granted: the held reservation (or the original, for a repeated reservation_id)", body = ReservationResponse),
+        (status = 200, description = "A dry run: what a reserve would get now; nothing is held or recorded", body = DryRunResponse),
         (status = 400, description = "invalid-request, unknown-resource", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 403, description = "over-quota (with `overs`, `limits`, `usage`, `headroom`), forbidden", body = ProblemDocument, content_type = "application/problem+json"),
@@ -126,9 +165,18 @@ pub async fn reserve(
     State(state): State<AppState>,
     ctx: RequestContext,
     ProjectPath(project): ProjectPath,
+    ApiQuery(params): ApiQuery<ReserveParams>,
     JsonBody(body): JsonBody<ReserveRequest>,
-) -> Result<(StatusCode, Json<ReservationResponse>), ApiError> {
+) -> Result<Response, ApiError> {
     let expires_in = expires_in_seconds(body.expires_in)?;
+    if params.dry_run == Some(true) {
+        let reservation_id = body.reservation_id.map(ReservationId);
+        let judged = state
+            .ledger
+            .dry_run_reserve(&project, reservation_id, body.deltas, expires_in)
+            .await?;
+        return Ok(Json(DryRunResponse::from(judged)).into_response());
+    }
     let meta = ctx.metadata(body.actor, body.request_id);
     let result = state
         .ledger
@@ -142,7 +190,8 @@ pub async fn reserve(
         .await
         .map_err(ApiError::from);
     super::count_decision("reserve", &result);
-    Ok((StatusCode::CREATED, Json(result?.into())))
+    let reservation: ReservationResponse = result?.into();
+    Ok((StatusCode::CREATED, Json(reservation)).into_response())
 }
 
 /// A reservation as it durably stands.

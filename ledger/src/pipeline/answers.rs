@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use domain::{
-    Defaults, Deltas, Limit, Outcome, ProjectId, ProjectState, Reservation, ReservationId,
-    ReservationStatus, ResourceName, StreamVersion, Timestamp,
+    Correction, Defaults, Deltas, Limit, Outcome, ProjectId, ProjectState, Reservation,
+    ReservationId, ReservationStatus, ResourceName, StreamVersion, Timestamp,
 };
 
 use super::execute::Written;
@@ -86,7 +86,7 @@ pub(super) enum Granted {
     Reservation(Option<Reservation>),
     Limits(EffectiveLimits),
     Expired(usize),
-    UsageCorrected,
+    UsageCorrected(Vec<Correction>),
 }
 
 impl Granted {
@@ -95,7 +95,7 @@ impl Granted {
             Outcome::Reservation(id) => Granted::Reservation(state.reservation(&id).cloned()),
             Outcome::Limits => Granted::Limits(EffectiveLimits::of(state, defaults)),
             Outcome::Expired(count) => Granted::Expired(count),
-            Outcome::UsageCorrected => Granted::UsageCorrected,
+            Outcome::UsageCorrected(corrections) => Granted::UsageCorrected(corrections),
         }
     }
 }

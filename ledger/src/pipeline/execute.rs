@@ -31,6 +31,11 @@ pub(super) struct Written {
 }
 
 impl Written {
+    /// The global position of the last event written, if any.
+    pub(super) fn last_position(&self) -> Option<Position> {
+        self.positions.last().copied()
+    }
+
     pub(super) fn position_of(&self, version: u64) -> Option<Position> {
         let index = self.versions.iter().position(|v| *v == version)?;
         Some(self.positions[index])

@@ -28,7 +28,7 @@
 //! Where each part lives: `execute` (a pass through the pipeline, and reads), `cache` (the
 //! slots and their eviction), `appender` (group commit and fencing), `load` (a state from its
 //! snapshot and tail; when to store a snapshot), `defaults` (the `$defaults` stream), `answers`
-//! (what clients are answered), `encode` (events as the store takes them), and `config`,
+//! (what clients are answered), `dry_run` (a reserve judged without recording it), `encode` (events as the store takes them), and `config`,
 //! `error`, `stats`.
 
 mod answers;
@@ -36,22 +36,25 @@ mod appender;
 mod cache;
 mod config;
 mod defaults;
+mod dry_run;
 mod encode;
 mod error;
 mod execute;
 mod load;
 mod stats;
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use domain::{
-    Command, Defaults, Deltas, Limits, ProjectId, ProjectState, Reason, Refusal, ReservationId,
-    ResourceName,
+    Command, Correction, Defaults, Deltas, Limits, ProjectId, ProjectState, Reason, Refusal,
+    ReservationId, ResourceName,
 };
 use uuid::Uuid;
 
 pub use answers::{LimitSource, LimitsView, ReservationView};
 pub use config::{LedgerConfig, DEFAULT_CACHE_MAX_RESERVATIONS};
+pub use dry_run::DryRun;
 pub use error::LedgerError;
 pub use load::load_project;
 pub use stats::LedgerStats;
@@ -62,7 +65,7 @@ use cache::SlotCache;
 use execute::{Executed, Written};
 
 use crate::clock::Clock;
-use crate::store::{EventStore, Metadata};
+use crate::store::{EventStore, Metadata, Position};
 
 pub struct Ledger {
     store: Arc<dyn EventStore>,
@@ -254,22 +257,28 @@ impl Ledger {
         }
     }
 
-    /// An operator's correction of in_use.
+    /// An operator's recount of in_use (SPEC rule 10): the corrections it recorded, one per
+    /// resource whose count changed, and a global position the views reflect it at (its last
+    /// event's, or the log's head when nothing changed).
     pub async fn correct_usage(
         &self,
         project: &ProjectId,
-        resource: ResourceName,
-        in_use: i64,
+        in_use: BTreeMap<ResourceName, i64>,
         reason: Reason,
         meta: &Metadata,
-    ) -> Result<(), LedgerError> {
-        let command = Command::CorrectUsage {
-            resource,
-            in_use,
-            reason,
-        };
-        let done = self.execute(project, &command, meta).await?;
-        done.answer.map(|_| ()).map_err(Into::into)
+    ) -> Result<(Vec<Correction>, Position), LedgerError> {
+        let command = Command::CorrectUsage { in_use, reason };
+        let Executed { answer, written } = self.execute(project, &command, meta).await?;
+        match answer? {
+            Granted::UsageCorrected(corrections) => {
+                let position = match written.last_position() {
+                    Some(position) => position,
+                    None => self.store.head().await?,
+                };
+                Ok((corrections, position))
+            }
+            other => unreachable!("a correction was answered with {other:?}"),
+        }
     }
 
     /// A copy of the project's durable state (for checks and tests).
