@@ -4,7 +4,8 @@
    schemathesis invents resource names, so nearly every generated reserve would be refused
    `unknown-resource` and the stateful phase would never get a reservation to chain commit and
    release onto. The script sets defaults for KNOWN_RESOURCES before the run; the keys of a
-   well-formed `deltas` (reserve) or `limits` (project limits) map are renamed onto them, one to
+   well-formed `deltas` (reserve), `limits` (project limits) or `in_use` (corrections) map are
+   renamed onto them, one to
    one, so no value is dropped or merged (a map with more entries than there are known
    resources is left alone).
 2. Grantable reserves. Negative deltas only shrink usage that exists, and a fresh project has
@@ -84,3 +85,8 @@ def realistic_project_limits(ctx, body):
 @schemathesis.hook("map_body").apply_to(operation_id="put_defaults")
 def realistic_defaults(ctx, body):
     return _with_integer_literals(body, maps=("limits",))
+
+
+@schemathesis.hook("map_body").apply_to(operation_id="correct_usage")
+def realistic_correction(ctx, body):
+    return _known_resources(_with_integer_literals(body, maps=("in_use",)), "in_use")

@@ -183,12 +183,15 @@ async fn the_idle_timeout_never_cuts_a_running_handler() {
         extra: &["--client-timeout", "3"],
     });
     let api = server.client();
+    api.set_defaults(serde_json::json!({"instances": 10})).await;
+    // A position that exists but that the views never reach: the read waits its whole 5 s.
+    let unreached = common::stall_the_views(&store, &api, "slow").await;
     let started = Instant::now();
     let answer = api
-        .get("/v1/projects/slow/usage?min_position=1000000000")
+        .get(&format!("/v1/projects/slow/usage?min_position={unreached}"))
         .await;
     answer.assert_problem(503, "not-caught-up");
-    assert_eq!(answer.body["min_position"], 1_000_000_000u64);
+    assert_eq!(answer.body["min_position"], unreached);
     assert!(
         started.elapsed() >= Duration::from_secs(4),
         "{:?}",

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{postgres_store, sqlite_store, Api, Server, StoreUrl};
+use common::{execute_on_events, postgres_store, sqlite_store, Api, Server, StoreUrl};
 use serde_json::{json, Value};
 
 async fn server_on(store: Option<StoreUrl>) -> Option<(StoreUrl, Server)> {
@@ -427,23 +427,6 @@ view_tests!(
     admin_projections_postgres
 );
 
-/// Raw SQL on the server's events, behind its back (as an operator, or a newer build, would).
-async fn execute_on_events(store: &StoreUrl, sql: &str) {
-    match &store.postgres {
-        Some((server, schema)) => {
-            let url = ledger::testing::postgres_url_in(server, schema);
-            let pool = sqlx::PgPool::connect(&url).await.expect("connect");
-            sqlx::query(sql).execute(&pool).await.expect("raw SQL");
-            pool.close().await;
-        }
-        None => {
-            let pool = sqlx::SqlitePool::connect(&store.url).await.expect("open");
-            sqlx::query(sql).execute(&pool).await.expect("raw SQL");
-            pool.close().await;
-        }
-    }
-}
-
 /// Polls `/healthz` until its `status` is `wanted`; returns the last answer.
 async fn health_until(api: &Api, wanted: &str, within: Duration) -> Value {
     let deadline = std::time::Instant::now() + within;
@@ -470,22 +453,7 @@ async fn an_unreadable_event_degrades_the_views(store: StoreUrl) {
         .assert_status(200);
     let health = health_until(&api, "ok", Duration::from_secs(5)).await;
     assert_eq!(health["views"], json!([]), "{health}");
-    let (event_id, data) = if store.postgres.is_some() {
-        ("gen_random_uuid()", "'{}'::jsonb")
-    } else {
-        ("randomblob(16)", "'{}'")
-    };
-    execute_on_events(
-        &store,
-        &format!(
-            "INSERT INTO events (position, stream, version, event_id, event_type, schema_version, \
-             data, recorded_at_ms) SELECT COALESCE(MAX(position), 0) + 1, 'project-strange', 0, \
-             {event_id}, 'ReservationTeleported', 1, {data}, 1767225600000 FROM events"
-        ),
-    )
-    .await;
-    let late = api.reserve("late", json!({"instances": 1})).await;
-    let late = position(late.assert_status(201));
+    let late = common::stall_the_views(&store, &api, "late").await;
     let bad = late - 1;
 
     let health = health_until(&api, "degraded", Duration::from_secs(5)).await;

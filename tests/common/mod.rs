@@ -420,3 +420,46 @@ pub async fn cli<S: AsRef<str>>(
 pub fn json_of(stdout: &str) -> Value {
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
 }
+
+/// Raw SQL on the server's events, behind its back (as an operator, or a newer build, would).
+pub async fn execute_on_events(store: &StoreUrl, sql: &str) {
+    match &store.postgres {
+        Some((server, schema)) => {
+            let url = ledger::testing::postgres_url_in(server, schema);
+            let pool = sqlx::PgPool::connect(&url).await.expect("connect");
+            sqlx::query(sql).execute(&pool).await.expect("raw SQL");
+            pool.close().await;
+        }
+        None => {
+            let pool = sqlx::SqlitePool::connect(&store.url).await.expect("open");
+            sqlx::query(sql).execute(&pool).await.expect("raw SQL");
+            pool.close().await;
+        }
+    }
+}
+
+/// Stalls the server's views for good: appends an event they cannot decode, then a real
+/// reserve of one `instances` in `project` after it, and answers that reserve's position
+/// (which the views never reach).
+pub async fn stall_the_views(store: &StoreUrl, api: &Api, project: &str) -> u64 {
+    let (event_id, data) = if store.postgres.is_some() {
+        ("gen_random_uuid()", "'{}'::jsonb")
+    } else {
+        ("randomblob(16)", "'{}'")
+    };
+    execute_on_events(
+        store,
+        &format!(
+            "INSERT INTO events (position, stream, version, event_id, event_type, schema_version, \
+             data, recorded_at_ms) SELECT COALESCE(MAX(position), 0) + 1, 'project-strange', 0, \
+             {event_id}, 'ReservationTeleported', 1, {data}, 1767225600000 FROM events"
+        ),
+    )
+    .await;
+    let after = api
+        .reserve(project, serde_json::json!({"instances": 1}))
+        .await;
+    after.assert_status(201)["position"]
+        .as_u64()
+        .expect("position")
+}

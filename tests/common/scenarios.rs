@@ -643,8 +643,9 @@ pub async fn bad_inputs(api: &Api) {
             405,
             "method-not-allowed",
         ),
+        // GET lists a project's reservations (SPEC); DELETE is no method of it.
         (
-            Method::GET,
+            Method::DELETE,
             "/v1/projects/bad/reservations".into(),
             None,
             405,

@@ -1,5 +1,7 @@
 //! `POST /v1/projects/{p}/usage/corrections`: an operator sets a project's in_use to the real
 //! count measured elsewhere, with a reason (SPEC rule 10; Nova's `quota_usage_refresh`).
+//! SPEC's optional `user` is not taken yet (users are not built): the body has no such field,
+//! so a correction naming one is refused as an unknown field.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +15,6 @@ use crate::error::ApiError;
 use crate::extract::{JsonBody, ProjectPath, RequestContext};
 use crate::openapi::schemas::{
     ClientTextSchema, CountsSchema, PositionSchema, ProjectIdSchema, ResourceNameSchema,
-    UserIdSchema,
 };
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
@@ -27,10 +28,6 @@ pub struct CorrectionRequest {
     /// Why, for the audit (required): 1 to 256 characters, no control characters.
     #[schema(value_type = ClientTextSchema)]
     pub reason: Reason,
-    /// Not supported yet: users (SPEC rule 8) are not built; a correction naming one is
-    /// refused.
-    #[schema(value_type = Option<UserIdSchema>)]
-    pub user: Option<String>,
     /// Who did it, for the audit (defaults to the token's role).
     #[schema(value_type = Option<ClientTextSchema>)]
     pub actor: Option<Actor>,
@@ -63,7 +60,7 @@ pub struct CorrectionResponse {
     request_body = CorrectionRequest,
     responses(
         (status = 200, description = "The corrections recorded (none if every count was already right)", body = CorrectionResponse),
-        (status = 400, description = "invalid-request (a negative count, no reason, a user), unknown-resource", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 400, description = "invalid-request (a negative count, no reason), unknown-resource", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 403, description = "forbidden", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 503, description = "store-unavailable, contention, shutting-down: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
@@ -75,11 +72,6 @@ pub async fn correct_usage(
     ProjectPath(project): ProjectPath,
     JsonBody(body): JsonBody<CorrectionRequest>,
 ) -> Result<Json<CorrectionResponse>, ApiError> {
-    if body.user.is_some() {
-        return Err(ApiError::InvalidRequest(
-            "per-user usage is not supported yet: correct the project's in_use".into(),
-        ));
-    }
     let meta = ctx.metadata(body.actor, body.request_id);
     let (corrections, position) = state
         .ledger
