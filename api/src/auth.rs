@@ -129,14 +129,17 @@ impl Caller {
     }
 }
 
+/// The token of `Authorization: Bearer TOKEN`, else of `X-Auth-Token: TOKEN` (what OpenStack
+/// clients send; SPEC: the Nova-compatible API).
 fn bearer_token(request: &Request) -> Option<&str> {
-    let value = request
-        .headers()
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    let headers = request.headers();
+    match headers.get(header::AUTHORIZATION) {
+        Some(value) => {
+            let (scheme, token) = value.to_str().ok()?.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        }
+        None => headers.get("x-auth-token")?.to_str().ok().map(str::trim),
+    }
 }
 
 /// What [`authorize`] needs: the tokens (`None`: the server runs open) and each route's rule.

@@ -29,7 +29,8 @@ use crate::limits::{
 };
 use crate::routes::table::{Query, Routes, Rule, Verb};
 use crate::routes::{
-    admin, audit, corrections, defaults, limits, reservation_list, reservations, service, usage,
+    admin, audit, corrections, defaults, limits, nova, reservation_list, reservations, service,
+    usage,
 };
 use crate::tokens::TokenStore;
 use crate::transport::ConnectionLimits;
@@ -153,6 +154,55 @@ pub fn routes() -> Routes {
         )
         .add(
             Get,
+            "/compute/v2.1/os-quota-sets/{p}",
+            Rule::ProjectRead,
+            ReadsQuery,
+            nova::sets::show,
+        )
+        .add(
+            Put,
+            "/compute/v2.1/os-quota-sets/{p}",
+            Rule::Admin,
+            ReadsQuery,
+            nova::sets::update,
+        )
+        .add(
+            Delete,
+            "/compute/v2.1/os-quota-sets/{p}",
+            Rule::Admin,
+            ReadsQuery,
+            nova::sets::delete,
+        )
+        .add(
+            Get,
+            "/compute/v2.1/os-quota-sets/{p}/detail",
+            Rule::ProjectRead,
+            ReadsQuery,
+            nova::sets::detail,
+        )
+        .add(
+            Get,
+            "/compute/v2.1/os-quota-sets/{p}/defaults",
+            Rule::ProjectRead,
+            NoQuery,
+            nova::sets::defaults,
+        )
+        .add(
+            Get,
+            "/compute/v2.1/os-quota-class-sets/{name}",
+            Rule::AnyToken,
+            NoQuery,
+            nova::classes::show,
+        )
+        .add(
+            Put,
+            "/compute/v2.1/os-quota-class-sets/{name}",
+            Rule::Admin,
+            NoQuery,
+            nova::classes::update,
+        )
+        .add(
+            Get,
             "/v1/admin/projections",
             Rule::Admin,
             NoQuery,
@@ -197,6 +247,9 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(service::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::custom(panic_response))
+        // Outside every error source above, so each problem to a `/compute/` request is
+        // rewritten in Nova's words.
+        .layer(middleware::from_fn(nova::faults::nova_fault_bodies))
         .layer(middleware::from_fn(crate::metrics::track_requests))
         .layer(middleware::from_fn(log_requests))
         .layer(middleware::from_fn(assign_request_id))

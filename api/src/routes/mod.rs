@@ -6,6 +6,7 @@ pub mod audit;
 pub mod corrections;
 pub mod defaults;
 pub mod limits;
+pub mod nova;
 pub mod reservation_list;
 pub mod reservations;
 pub mod service;

@@ -1,0 +1,90 @@
+//! The Compute API's quota resources under `/compute/v2.1` (SPEC: "Nova-compatible quota
+//! API"), so OpenStack tooling (python-novaclient, `openstack quota`) can use the ledger as it
+//! is: quota sets ([`sets`]) and the default quota class ([`classes`]), in Nova's JSON shapes;
+//! errors in Nova's body ([`faults`]). They are thin: each one is a call the `/v1` API makes
+//! too (limits, defaults, the usage view), answered in Nova's words.
+//!
+//! Per-user quotas (`?user_id=`) are not built yet: a request naming a user is a 400
+//! `badRequest`, never an answer about the project.
+
+pub mod classes;
+pub mod faults;
+pub mod sets;
+
+use std::collections::BTreeMap;
+
+use domain::{Limit, Limits, ResourceName};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::error::{truncate, ApiError};
+
+/// Where the Compute API is mounted.
+pub const PREFIX: &str = "/compute/v2.1";
+
+/// The query every quota-set route takes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserQuery {
+    pub user_id: Option<String>,
+}
+
+impl UserQuery {
+    /// Refuses a user: per-user quotas are not built.
+    pub fn project_only(&self) -> Result<(), ApiError> {
+        match &self.user_id {
+            None => Ok(()),
+            Some(user) => Err(ApiError::InvalidRequest(format!(
+                "per-user quotas are not supported yet (user_id={:?})",
+                truncate(user)
+            ))),
+        }
+    }
+}
+
+/// `{resource: limit}` as Nova writes it (integers, -1 unlimited).
+pub fn limits_object(
+    limits: impl IntoIterator<Item = (ResourceName, Limit)>,
+) -> Map<String, Value> {
+    limits
+        .into_iter()
+        .map(|(r, l)| (r.to_string(), Value::from(l.value())))
+        .collect()
+}
+
+/// The limits of a Nova update body (`quota_set` or `quota_class_set`): each value an integer,
+/// or a string of one (Nova accepts both); `force` is taken out by the caller first.
+pub fn parse_limits(values: Map<String, Value>) -> Result<Limits, ApiError> {
+    let mut limits = BTreeMap::new();
+    for (name, value) in values {
+        let resource =
+            ResourceName::parse(&name).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+        let number = match &value {
+            Value::Number(n) => n.as_i64(),
+            Value::String(s) if s.trim().parse::<i64>().is_ok() => s.trim().parse().ok(),
+            _ => None,
+        };
+        let number = number.ok_or_else(|| {
+            ApiError::InvalidRequest(format!(
+                "quota value for {name:?} must be an integer, not {}",
+                truncate(&value.to_string())
+            ))
+        })?;
+        let limit = Limit::new(number).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+        limits.insert(resource, limit);
+    }
+    Ok(limits)
+}
+
+/// A boolean as Nova reads one: `true`/`false`, or their string forms.
+pub fn parse_bool(name: &str, value: &Value) -> Result<bool, ApiError> {
+    match value {
+        Value::Bool(b) => Ok(*b),
+        Value::String(s) if s.eq_ignore_ascii_case("true") => Ok(true),
+        Value::String(s) if s.eq_ignore_ascii_case("false") => Ok(false),
+        other => Err(ApiError::InvalidRequest(format!(
+            "{name} must be a boolean, not {}",
+            truncate(&other.to_string())
+        ))),
+    }
+}
