@@ -23,6 +23,8 @@ pub enum ApiError {
     OverQuota {
         overs: Vec<ResourceName>,
         standing: BTreeMap<ResourceName, ResourceStanding>,
+        /// A counted reserve: the largest count that would fit (0 if none).
+        max_count: Option<u32>,
     },
     #[error("usage of {} would fall below zero", join(.0))]
     UsageUnderflow(Vec<ResourceName>),
@@ -115,17 +117,25 @@ impl ApiError {
         };
         let problem = Problem::new(code, detail);
         match self {
-            ApiError::OverQuota { overs, standing } => {
+            ApiError::OverQuota {
+                overs,
+                standing,
+                max_count,
+            } => {
                 let Standing {
                     limits,
                     usage,
                     headroom,
                 } = Standing::of(standing);
-                problem
+                let problem = problem
                     .with("overs", names(overs))
                     .with("limits", json!(limits))
                     .with("usage", json!(usage))
-                    .with("headroom", json!(headroom))
+                    .with("headroom", json!(headroom));
+                match max_count {
+                    Some(most) => problem.with("max_count", json!(most)),
+                    None => problem,
+                }
             }
             ApiError::LimitBelowUsage(below) => {
                 let resources: Map<String, Value> = below
@@ -174,7 +184,15 @@ impl From<Refusal> for ApiError {
         match refusal {
             Refusal::Invalid(invalid) => ApiError::InvalidRequest(invalid.to_string()),
             Refusal::UnknownResource(resources) => ApiError::UnknownResource(resources),
-            Refusal::OverQuota { overs, standing } => ApiError::OverQuota { overs, standing },
+            Refusal::OverQuota {
+                overs,
+                standing,
+                max_count,
+            } => ApiError::OverQuota {
+                overs,
+                standing,
+                max_count,
+            },
             Refusal::UsageUnderflow(resources) => ApiError::UsageUnderflow(resources),
             Refusal::IdempotencyMismatch => ApiError::IdempotencyMismatch,
             Refusal::NotFound => ApiError::NotFound("no such reservation".into()),
@@ -277,6 +295,7 @@ mod tests {
         let body = ApiError::OverQuota {
             overs: vec![r("instances")],
             standing,
+            max_count: None,
         }
         .to_problem()
         .body();

@@ -197,6 +197,9 @@ pub struct ProblemDocument {
     /// over-quota: `limit - in_use - reserved` per limited resource (absent when unlimited).
     #[schema(nullable = false)]
     pub headroom: Option<BTreeMap<String, i64>>,
+    /// over-quota of a counted reserve: the largest count that would fit (0 if none).
+    #[schema(nullable = false)]
+    pub max_count: Option<u32>,
     /// limit-below-usage: `{resource: {limit, in_use, reserved}}`; unknown-resource and
     /// usage-underflow: the names, sorted.
     #[schema(nullable = false)]

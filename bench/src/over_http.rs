@@ -130,6 +130,7 @@ impl Driver for OverHttp {
 
     async fn reserve(&self, project: &ProjectId) -> Answer {
         let body = Reserve {
+            count: None,
             deltas: BOOT.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
             expires_in: Some(i64::from(HOLD_SECONDS)),
             reservation_id: None,

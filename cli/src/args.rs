@@ -55,6 +55,10 @@ pub enum Command {
         /// Who asks, for the audit.
         #[arg(long)]
         actor: Option<String>,
+        /// A counted reserve, MIN:MAX (1 <= MIN <= MAX <= 10000): the deltas are per unit, and
+        /// the largest count in the range that fits every limit is granted.
+        #[arg(long, value_parser = parse_count)]
+        count: Option<(u32, u32)>,
         /// Only say what the reserve would get now (granted or over which limits, with the
         /// numbers it would be judged on); nothing is held or recorded.
         #[arg(long)]
@@ -244,6 +248,19 @@ pub enum ProjectionsCommand {
         #[arg(long, env = "QUOTA_STORE", default_value = DEFAULT_STORE)]
         store: String,
     },
+}
+
+/// `MIN:MAX` of `reserve --count`.
+fn parse_count(s: &str) -> Result<(u32, u32), String> {
+    let (min, max) = s
+        .split_once(':')
+        .ok_or_else(|| format!("expected MIN:MAX, like 1:5, not {s:?}"))?;
+    let number = |n: &str| {
+        n.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("{n:?} is not a count (a whole number from 1 to 10000)"))
+    };
+    Ok((number(min)?, number(max)?))
 }
 
 fn parse_pair(s: &str) -> Result<(String, i64), String> {

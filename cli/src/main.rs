@@ -21,7 +21,7 @@ mod views;
 use std::process::ExitCode;
 
 use api::server::LogFormat;
-use client::wire::{Correct, Reserve, Step, UsageQuery};
+use client::wire::{Correct, CountSpec, Reserve, Step, UsageQuery};
 use client::Client;
 use tracing_subscriber::EnvFilter;
 
@@ -89,6 +89,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
             expires_in,
             id,
             actor,
+            count,
             dry_run,
         } => {
             let body = Reserve {
@@ -96,6 +97,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
                 expires_in,
                 reservation_id: id,
                 actor,
+                count: count.map(|(min, max)| CountSpec { min, max }),
             };
             if dry_run {
                 reservations::dry_run(&client()?, out, &project, &body).await

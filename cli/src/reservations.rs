@@ -34,13 +34,17 @@ pub async fn dry_run(
 }
 
 fn dry_run_text(answer: &DryRun) -> String {
-    let verdict = if answer.granted {
-        "would be granted".to_owned()
-    } else {
-        format!(
-            "would be denied: over quota for {}",
-            answer.overs.join(", ")
-        )
+    let verdict = match (answer.granted, answer.count, answer.max_count) {
+        (true, Some(count), _) => format!("would be granted, count {count}"),
+        (true, None, _) => "would be granted".to_owned(),
+        (false, _, most) => {
+            let most = most.map(|n| format!(" (at most count {n} would fit)"));
+            format!(
+                "would be denied: over quota for {}{}",
+                answer.overs.join(", "),
+                most.unwrap_or_default()
+            )
+        }
     };
     let rows: Vec<Vec<String>> = answer
         .limits
@@ -172,6 +176,9 @@ fn reservation_text(answer: &Reservation) -> String {
     ];
     if let Some(reason) = &answer.reason {
         rows.push(("reason", reason.clone()));
+    }
+    if let Some(count) = answer.count {
+        rows.push(("count", count.to_string()));
     }
     rows.extend([
         ("deltas", pairs_text(&answer.deltas)),

@@ -39,6 +39,16 @@ pub struct Reserve {
     pub reservation_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
+    /// A counted reserve: `deltas` per unit, the largest count in the range granted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<CountSpec>,
+}
+
+/// `count` of a counted reserve.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CountSpec {
+    pub min: u32,
+    pub max: u32,
 }
 
 /// `POST /v1/projects/{project}/usage/corrections`.
@@ -70,6 +80,12 @@ pub struct Correction {
 #[derive(Debug, Clone, Deserialize)]
 pub struct DryRun {
     pub granted: bool,
+    /// A counted reserve that would be granted: its count.
+    #[serde(default)]
+    pub count: Option<u32>,
+    /// A counted reserve that would be denied: the largest count that would fit.
+    #[serde(default)]
+    pub max_count: Option<u32>,
     pub overs: Vec<String>,
     /// The effective limit of each resource of the request (-1 unlimited).
     pub limits: BTreeMap<String, i64>,
@@ -209,6 +225,9 @@ pub struct Reservation {
     pub reservation_id: Uuid,
     pub project: String,
     pub deltas: Amounts,
+    /// A counted reserve: the count granted.
+    #[serde(default)]
+    pub count: Option<u32>,
     /// `held`, `committed` or `released`.
     pub status: String,
     pub expires_at: String,

@@ -8,7 +8,10 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use crate::{Deltas, Event, Judged, Limit, ReleaseReason, ReservationId, ResourceName, Timestamp};
+use crate::{
+    CountRange, Counted, Deltas, Event, Judged, Limit, ReleaseReason, ReservationId, ResourceName,
+    Timestamp,
+};
 
 /// The schema version written for new events of every type.
 pub const CURRENT_SCHEMA_VERSION: u16 = 1;
@@ -55,9 +58,27 @@ struct EmptyV1 {}
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RequestedV1 {
+    /// Added with counted reserves: absent on a plain reserve (and every older event), so
+    /// their bodies are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    count: Option<CountedV1>,
     deltas: BTreeMap<String, i64>,
     expires_at: Timestamp,
     reservation_id: Uuid,
+}
+
+/// A counted reserve's range and the count granted (`granted` is 0 in a denial's range).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CountedV1 {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    granted: u32,
+    max: u32,
+    min: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize, Deserialize)]
@@ -84,6 +105,9 @@ struct JudgedV1 {
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DeniedV1 {
+    /// Added with counted reserves, as in [`RequestedV1`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    count: Option<CountedV1>,
     deltas: BTreeMap<String, i64>,
     judged: BTreeMap<String, JudgedV1>,
     overs: Vec<String>,
@@ -127,10 +151,16 @@ pub fn encode(event: &Event) -> Encoded {
             reservation_id,
             deltas,
             expires_at,
+            count,
         } => to_json(&RequestedV1 {
             reservation_id: reservation_id.0,
             deltas: deltas_by_name(deltas),
             expires_at: *expires_at,
+            count: count.map(|c| CountedV1 {
+                granted: c.granted,
+                max: c.range.max(),
+                min: c.range.min(),
+            }),
         }),
         Event::ReservationCommitted { reservation_id } => to_json(&CommittedV1 {
             reservation_id: reservation_id.0,
@@ -147,7 +177,13 @@ pub fn encode(event: &Event) -> Encoded {
             deltas,
             overs,
             judged,
+            count,
         } => to_json(&DeniedV1 {
+            count: count.map(|range| CountedV1 {
+                granted: 0,
+                max: range.max(),
+                min: range.min(),
+            }),
             reservation_id: reservation_id.0,
             deltas: deltas_by_name(deltas),
             overs: overs.iter().map(|r| r.as_str().to_owned()).collect(),
@@ -226,6 +262,9 @@ pub fn decode(event_type: &str, schema_version: u16, data: &str) -> Result<Event
             .collect::<Result<_, DecodeError>>()?;
         Deltas::new(map).map_err(|e| malformed(e.to_string()))
     };
+    let range = |c: &CountedV1| -> Result<CountRange, DecodeError> {
+        CountRange::new(c.min, c.max).map_err(|e| malformed(e.to_string()))
+    };
     let event = match event_type {
         "DefaultLimitsSet" => {
             let v: LimitsV1 = from_json(data).map_err(malformed)?;
@@ -246,10 +285,18 @@ pub fn decode(event_type: &str, schema_version: u16, data: &str) -> Result<Event
         }
         "ReservationRequested" => {
             let v: RequestedV1 = from_json(data).map_err(malformed)?;
+            let count = match v.count {
+                Some(c) => Some(Counted {
+                    range: range(&c)?,
+                    granted: c.granted,
+                }),
+                None => None,
+            };
             Event::ReservationRequested {
                 reservation_id: ReservationId(v.reservation_id),
                 deltas: deltas(v.deltas)?,
                 expires_at: v.expires_at,
+                count,
             }
         }
         "ReservationCommitted" => {
@@ -274,6 +321,7 @@ pub fn decode(event_type: &str, schema_version: u16, data: &str) -> Result<Event
         "ReservationDenied" => {
             let v: DeniedV1 = from_json(data).map_err(malformed)?;
             Event::ReservationDenied {
+                count: v.count.as_ref().map(&range).transpose()?,
                 reservation_id: ReservationId(v.reservation_id),
                 deltas: deltas(v.deltas)?,
                 overs: v.overs.iter().map(|s| res(s)).collect::<Result<_, _>>()?,
@@ -337,6 +385,7 @@ mod tests {
             },
             Event::LimitsReset,
             Event::ReservationRequested {
+                count: None,
                 reservation_id: id(1),
                 deltas: deltas.clone(),
                 expires_at: Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap(),
@@ -349,6 +398,7 @@ mod tests {
                 reason: ReleaseReason::Freed,
             },
             Event::ReservationDenied {
+                count: None,
                 reservation_id: id(2),
                 deltas,
                 overs: vec![r("cores")],
@@ -367,6 +417,30 @@ mod tests {
                 in_use_before: 5,
                 in_use_after: 0,
                 reason: "audit 42".into(),
+            },
+            Event::ReservationRequested {
+                count: Some(Counted {
+                    range: CountRange::new(2, 5).unwrap(),
+                    granted: 3,
+                }),
+                reservation_id: id(3),
+                deltas: Deltas::new([(r("cores"), 6)].into()).unwrap(),
+                expires_at: Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap(),
+            },
+            Event::ReservationDenied {
+                count: Some(CountRange::new(2, 5).unwrap()),
+                reservation_id: id(4),
+                deltas: Deltas::new([(r("cores"), 4)].into()).unwrap(),
+                overs: vec![r("cores")],
+                judged: [(
+                    r("cores"),
+                    Judged {
+                        limit: Limit::new(4).unwrap(),
+                        in_use: 3,
+                        reserved: 0,
+                    },
+                )]
+                .into(),
             },
         ]
     }
@@ -400,6 +474,8 @@ mod tests {
                 r#"{"reason":"freed","reservation_id":"00000000-0000-0000-0000-000000000001"}"#,
                 r#"{"deltas":{"cores":2,"ram":-4096},"judged":{"cores":{"in_use":3,"limit":4,"reserved":1}},"overs":["cores"],"reservation_id":"00000000-0000-0000-0000-000000000002"}"#,
                 r#"{"in_use_after":0,"in_use_before":5,"reason":"audit 42","resource":"ram"}"#,
+                r#"{"count":{"granted":3,"max":5,"min":2},"deltas":{"cores":6},"expires_at":"2026-01-02T03:04:05Z","reservation_id":"00000000-0000-0000-0000-000000000003"}"#,
+                r#"{"count":{"max":5,"min":2},"deltas":{"cores":4},"judged":{"cores":{"in_use":3,"limit":4,"reserved":0}},"overs":["cores"],"reservation_id":"00000000-0000-0000-0000-000000000004"}"#,
             ]
         );
     }

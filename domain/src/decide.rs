@@ -9,17 +9,20 @@ use crate::limits::{
     MAX_EXPIRED_PER_DECISION, MAX_EXPIRES_IN_S, MAX_RESOURCES_PER_REQUEST, MIN_EXPIRES_IN_S,
 };
 use crate::{
-    check_limits, checked_add, Defaults, Deltas, Event, InvalidInput, Judged, Limit, Limits,
-    ProjectState, Reason, ReleaseReason, ReservationId, ReservationStatus, ResourceName, Timestamp,
-    Usage,
+    check_limits, checked_add, CountRange, Counted, Defaults, Deltas, Event, InvalidInput, Judged,
+    Limit, Limits, ProjectState, Reason, ReleaseReason, ReservationId, ReservationStatus,
+    ResourceName, Timestamp, Usage,
 };
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     Reserve {
         reservation_id: ReservationId,
+        /// Per unit when `count` is given.
         deltas: Deltas,
         expires_in_s: u32,
+        /// A counted reserve (SPEC rule 9): the largest k in the range that fits is granted.
+        count: Option<CountRange>,
     },
     Commit {
         reservation_id: ReservationId,
@@ -113,6 +116,8 @@ pub enum Refusal {
         overs: Vec<ResourceName>,
         /// The standing of every resource of the request.
         standing: BTreeMap<ResourceName, ResourceStanding>,
+        /// A counted reserve: the largest count that would fit (0 if none).
+        max_count: Option<u32>,
     },
     #[error("usage of {} would fall below zero", join(.0))]
     UsageUnderflow(Vec<ResourceName>),
@@ -210,7 +215,16 @@ pub fn decide(
             reservation_id,
             deltas,
             expires_in_s,
-        } => reserve(state, defaults, now, *reservation_id, deltas, *expires_in_s),
+            count,
+        } => {
+            let asked = Asked {
+                id: *reservation_id,
+                unit: deltas,
+                count: *count,
+                expires_in_s: *expires_in_s,
+            };
+            reserve(state, defaults, now, &asked)
+        }
         Command::Commit { reservation_id } => commit(state, now, *reservation_id),
         Command::Release { reservation_id } => release(state, defaults, now, *reservation_id),
         Command::SetLimits { limits, force } => set_limits(state, defaults, now, limits, *force),
@@ -238,25 +252,137 @@ pub fn decide_defaults(limits: &Limits, defaults: &Defaults) -> Result<Vec<Event
     }])
 }
 
+/// A reserve as asked: its deltas (per unit when counted), count range and hold.
+struct Asked<'a> {
+    id: ReservationId,
+    unit: &'a Deltas,
+    count: Option<CountRange>,
+    expires_in_s: u32,
+}
+
+impl Asked<'_> {
+    /// Whether a stored reservation is what this reserve asks for (an idempotent repeat).
+    fn is_repeated_by(&self, existing: &crate::Reservation) -> bool {
+        let same_expiry = existing.expires_at - existing.created_at
+            == Duration::seconds(i64::from(self.expires_in_s));
+        let same_deltas = match existing.count {
+            Some(counted) => self.unit.times(counted.granted).as_ref() == Ok(&existing.deltas),
+            None => self.unit == &existing.deltas,
+        };
+        same_expiry && same_deltas && existing.count.map(|c| c.range) == self.count
+    }
+}
+
 fn reserve(
     state: &ProjectState,
     defaults: &Defaults,
     now: Timestamp,
-    id: ReservationId,
-    deltas: &Deltas,
-    expires_in_s: u32,
+    asked: &Asked<'_>,
 ) -> Result<Decision, Refusal> {
-    if let Some(existing) = state.reservation(&id) {
-        let same_expiry =
-            existing.expires_at - existing.created_at == Duration::seconds(i64::from(expires_in_s));
-        return if existing.deltas == *deltas && same_expiry {
-            Ok(Decision::grant(vec![], Outcome::Reservation(id)))
+    if let Some(existing) = state.reservation(&asked.id) {
+        return if asked.is_repeated_by(existing) {
+            Ok(Decision::grant(vec![], Outcome::Reservation(asked.id)))
         } else {
             Err(Refusal::IdempotencyMismatch)
         };
     }
-    unknown_resources(state, defaults, deltas.resources())?;
+    unknown_resources(state, defaults, asked.unit.resources())?;
+    let (units, max_count) = match asked.count {
+        None => (1, None),
+        Some(range) => {
+            let fits = units_that_fit(state, defaults, now, asked.unit, range.max())?;
+            // Below the minimum the denial is judged on the minimum: the least it asked for.
+            (fits.max(range.min()), Some(fits))
+        }
+    };
+    let deltas = asked.unit.times(units)?;
+    let judged = judge(state, defaults, now, &deltas)?;
+    if !judged.overs.is_empty() {
+        return Ok(Decision {
+            events: vec![Event::ReservationDenied {
+                reservation_id: asked.id,
+                deltas,
+                overs: judged.overs.clone(),
+                judged: judged.as_event(),
+                count: asked.count,
+            }],
+            answer: Err(Refusal::OverQuota {
+                overs: judged.overs,
+                standing: judged.standing,
+                max_count,
+            }),
+        });
+    }
+    let expires_at = now + Duration::seconds(i64::from(asked.expires_in_s));
+    let count = asked.count.map(|range| Counted {
+        range,
+        granted: units,
+    });
+    Ok(Decision::grant(
+        vec![Event::ReservationRequested {
+            reservation_id: asked.id,
+            deltas,
+            expires_at,
+            count,
+        }],
+        Outcome::Reservation(asked.id),
+    ))
+}
 
+/// The largest count, up to `most`, whose multiple of `unit` fits every limit (0 if none):
+/// each resource with a positive delta and a cap allows `(cap - in_use - reserved) / delta`.
+fn units_that_fit(
+    state: &ProjectState,
+    defaults: &Defaults,
+    now: Timestamp,
+    unit: &Deltas,
+    most: u32,
+) -> Result<u32, Refusal> {
+    let mut fits = i64::from(most);
+    for (resource, delta) in unit.iter().filter(|(_, d)| *d > 0) {
+        let limit = state
+            .limit(defaults, resource)
+            .expect("every resource was checked to have a default limit");
+        let Some(cap) = limit.cap() else { continue };
+        let usage = state.usage(resource, now);
+        let used = checked_add(resource, usage.in_use, usage.reserved)?;
+        let room = cap.saturating_sub(used).max(0);
+        fits = fits.min(room / delta);
+    }
+    Ok(u32::try_from(fits).unwrap_or(0))
+}
+
+/// How `deltas` stand against the limits: the resources over them, and every resource's
+/// numbers. An underflow (a reduction below zero) is refused.
+struct Judgement {
+    overs: Vec<ResourceName>,
+    standing: BTreeMap<ResourceName, ResourceStanding>,
+}
+
+impl Judgement {
+    fn as_event(&self) -> BTreeMap<ResourceName, Judged> {
+        self.standing
+            .iter()
+            .map(|(r, s)| {
+                (
+                    r.clone(),
+                    Judged {
+                        limit: s.limit,
+                        in_use: s.in_use,
+                        reserved: s.reserved,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+fn judge(
+    state: &ProjectState,
+    defaults: &Defaults,
+    now: Timestamp,
+    deltas: &Deltas,
+) -> Result<Judgement, Refusal> {
     let mut underflows = vec![];
     let mut overs = vec![];
     let mut standing = BTreeMap::new();
@@ -289,39 +415,7 @@ fn reserve(
     if !underflows.is_empty() {
         return Err(Refusal::UsageUnderflow(underflows));
     }
-    if !overs.is_empty() {
-        let judged = standing
-            .iter()
-            .map(|(r, s)| {
-                (
-                    r.clone(),
-                    Judged {
-                        limit: s.limit,
-                        in_use: s.in_use,
-                        reserved: s.reserved,
-                    },
-                )
-            })
-            .collect();
-        return Ok(Decision {
-            events: vec![Event::ReservationDenied {
-                reservation_id: id,
-                deltas: deltas.clone(),
-                overs: overs.clone(),
-                judged,
-            }],
-            answer: Err(Refusal::OverQuota { overs, standing }),
-        });
-    }
-    let expires_at = now + Duration::seconds(i64::from(expires_in_s));
-    Ok(Decision::grant(
-        vec![Event::ReservationRequested {
-            reservation_id: id,
-            deltas: deltas.clone(),
-            expires_at,
-        }],
-        Outcome::Reservation(id),
-    ))
+    Ok(Judgement { overs, standing })
 }
 
 fn commit(state: &ProjectState, now: Timestamp, id: ReservationId) -> Result<Decision, Refusal> {
@@ -402,7 +496,11 @@ fn release(
                 return Err(Refusal::UsageUnderflow(underflows));
             }
             if !overs.is_empty() {
-                return Err(Refusal::OverQuota { overs, standing });
+                return Err(Refusal::OverQuota {
+                    overs,
+                    standing,
+                    max_count: None,
+                });
             }
             ReleaseReason::Freed
         }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::{Deltas, Limit, Limits, ReservationId, ResourceName};
+use crate::{CountRange, Counted, Deltas, Limit, Limits, ReservationId, ResourceName};
 
 pub type Timestamp = DateTime<Utc>;
 
@@ -66,8 +66,12 @@ pub enum Event {
     /// A reserve was granted: the deltas are held until commit, release or expiry.
     ReservationRequested {
         reservation_id: ReservationId,
+        /// For a counted reserve, the unit's deltas times the count granted.
         deltas: Deltas,
         expires_at: Timestamp,
+        /// A counted reserve's range and grant (SPEC rule 9); `None` for a plain reserve and
+        /// for every event stored before counts existed.
+        count: Option<Counted>,
     },
     ReservationCommitted {
         reservation_id: ReservationId,
@@ -79,9 +83,12 @@ pub enum Event {
     /// A reserve was refused for quota; kept so that audits see who asked for what.
     ReservationDenied {
         reservation_id: ReservationId,
+        /// For a counted reserve, the unit's deltas times `count.min`: the least it asked for.
         deltas: Deltas,
         overs: Vec<ResourceName>,
         judged: BTreeMap<ResourceName, Judged>,
+        /// A counted reserve's range; `None` for a plain reserve.
+        count: Option<CountRange>,
     },
     /// An operator's reconciliation of in_use for one resource.
     UsageCorrected {

@@ -36,7 +36,7 @@ pub use limits::{
     DEFAULT_EXPIRES_IN_S, MAX_EXPIRED_PER_DECISION, MAX_EXPIRES_IN_S, MAX_RESOURCES_PER_REQUEST,
     MAX_TEXT_CHARS, MIN_EXPIRES_IN_S,
 };
-pub use quantity::{check_limits, checked_add, Deltas, Limit, Limits};
+pub use quantity::{check_limits, checked_add, CountRange, Counted, Deltas, Limit, Limits};
 pub use snapshot::{EncodedSnapshot, SnapshotError, SNAPSHOT_FORMAT};
 pub use state::{Defaults, ProjectState, Reservation, ReservationStatus, StreamVersion, Usage};
 pub use text::{is_control, Actor, ClientRequestId, Reason};
@@ -69,4 +69,6 @@ pub enum InvalidInput {
     ExpiresIn(i64),
     #[error("in_use {0} is negative")]
     NegativeUsage(i64),
+    #[error("count {min}..{max} is out of range: 1 <= min <= max <= {max_count}", max_count = crate::limits::MAX_COUNT)]
+    Count { min: u32, max: u32 },
 }

@@ -21,6 +21,9 @@ pub const MAX_EXPIRES_IN_S: u32 = 30 * 24 * 3600;
 /// The hold of a reserve that names none: one day.
 pub const DEFAULT_EXPIRES_IN_S: u32 = 24 * 3600;
 
+/// The largest `count.max` of a counted reserve (SPEC rule 9).
+pub const MAX_COUNT: u32 = 10_000;
+
 /// Most holds one `Expire` releases, so one decision stays a bounded append; the sweeper repeats.
 pub const MAX_EXPIRED_PER_DECISION: usize = 1000;
 
@@ -28,6 +31,9 @@ const _: () = assert!(MIN_EXPIRES_IN_S >= 1, "a hold lasts at least a second");
 const _: () = assert!(MIN_EXPIRES_IN_S <= DEFAULT_EXPIRES_IN_S);
 const _: () = assert!(DEFAULT_EXPIRES_IN_S <= MAX_EXPIRES_IN_S);
 const _: () = assert!(MAX_RESOURCES_PER_REQUEST >= 1 && MAX_EXPIRED_PER_DECISION >= 1);
+// A counted reserve's deltas are its unit's times at most MAX_COUNT: an i64 delta of up to
+// 2^49 per unit still fits after the multiplication.
+const _: () = assert!(MAX_COUNT >= 1 && (MAX_COUNT as i64) < (1 << 14));
 // Free text and names share the limit of what a log line or a table cell shows whole.
 const _: () = assert!(MAX_PROJECT_ID_CHARS <= MAX_TEXT_CHARS);
 const _: () = assert!(MAX_RESOURCE_NAME_CHARS <= MAX_PROJECT_ID_CHARS);

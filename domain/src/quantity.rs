@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::limits::MAX_RESOURCES_PER_REQUEST;
+use crate::limits::{MAX_COUNT, MAX_RESOURCES_PER_REQUEST};
 use crate::{InvalidInput, ResourceName};
 
 /// A limit: -1 is unlimited, 0 and above is a hard cap.
@@ -168,5 +168,54 @@ mod tests {
     fn sums_are_checked() {
         assert!(checked_add(&r("x"), i64::MAX, 1).is_err());
         assert_eq!(checked_add(&r("x"), 2, -3).unwrap(), -1);
+    }
+}
+
+/// `count: {min, max}` of a counted reserve (SPEC rule 9, Nova's `min_count`/`max_count`): its
+/// deltas are per unit, and the grant is for the largest k in `min..=max` that fits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CountRange {
+    min: u32,
+    max: u32,
+}
+
+impl CountRange {
+    /// 1 ≤ min ≤ max ≤ [`MAX_COUNT`].
+    pub fn new(min: u32, max: u32) -> Result<Self, InvalidInput> {
+        if min < 1 || min > max || max > MAX_COUNT {
+            return Err(InvalidInput::Count { min, max });
+        }
+        Ok(CountRange { min, max })
+    }
+
+    pub fn min(self) -> u32 {
+        self.min
+    }
+
+    pub fn max(self) -> u32 {
+        self.max
+    }
+}
+
+/// A counted reserve's grant: the range asked for and the count granted in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Counted {
+    pub range: CountRange,
+    pub granted: u32,
+}
+
+impl Deltas {
+    /// Every delta times `units`; an overflow is refused like every other sum.
+    pub fn times(&self, units: u32) -> Result<Deltas, InvalidInput> {
+        let map = self
+            .iter()
+            .map(|(resource, delta)| {
+                delta
+                    .checked_mul(i64::from(units))
+                    .map(|product| (resource.clone(), product))
+                    .ok_or_else(|| InvalidInput::Overflow(resource.clone()))
+            })
+            .collect::<Result<BTreeMap<_, _>, _>>()?;
+        Deltas::new(map)
     }
 }

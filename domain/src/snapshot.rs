@@ -14,12 +14,13 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::{
-    Deltas, Limit, ProjectId, ProjectState, ReleaseReason, Reservation, ReservationId,
-    ReservationStatus, ResourceName, Timestamp,
+    CountRange, Counted, Deltas, Limit, ProjectId, ProjectState, ReleaseReason, Reservation,
+    ReservationId, ReservationStatus, ResourceName, Timestamp,
 };
 
-/// The snapshot format this code writes and the only one it reads.
-pub const SNAPSHOT_FORMAT: u16 = 1;
+/// The snapshot format this code writes and the only one it reads. 2: each reservation ends
+/// with its count (`[min, max, granted]`, or null for a plain reserve).
+pub const SNAPSHOT_FORMAT: u16 = 2;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SnapshotError {
@@ -63,6 +64,8 @@ struct ReservationV1(
     /// The stream version of the status event, and its global position if it was known.
     u64,
     Option<u64>,
+    /// A counted reserve's `[min, max, granted]`; null for a plain one.
+    Option<[u32; 3]>,
 );
 
 /// The same form as [`StateV1`], written from borrowed fields: a snapshot is taken on the
@@ -88,6 +91,7 @@ struct ReservationV1Out<'a>(
     i64,
     u64,
     Option<u64>,
+    Option<[u32; 3]>,
 );
 
 fn status_name(status: ReservationStatus) -> &'static str {
@@ -154,6 +158,7 @@ impl ProjectState {
                         r.status_at.timestamp_millis(),
                         r.status_version,
                         r.position,
+                        r.count.map(|c| [c.range.min(), c.range.max(), c.granted]),
                     )
                 })
                 .collect(),
@@ -217,12 +222,21 @@ impl ProjectState {
             status_at,
             status_version,
             position,
+            count,
         ) in body.reservations
         {
             at_or_before(status_version, "reservation status")?;
+            let count = match count {
+                Some([min, max, granted]) => Some(Counted {
+                    range: CountRange::new(min, max).map_err(|e| e.to_string())?,
+                    granted,
+                }),
+                None => None,
+            };
             let reservation = Reservation {
                 id: ReservationId(id),
                 deltas: Deltas::new(resource_map(deltas)?).map_err(|e| e.to_string())?,
+                count,
                 status: status_from(&status)?,
                 created_at: timestamp(created)?,
                 expires_at: timestamp(expires)?,
@@ -279,6 +293,7 @@ mod tests {
             apply(
                 &mut state,
                 Event::ReservationRequested {
+                    count: None,
                     reservation_id: id(n),
                     deltas: deltas(&[("cores", n as i64), ("ram", -1)]),
                     expires_at: t0() + Duration::seconds(60),
@@ -342,20 +357,47 @@ mod tests {
         );
     }
 
+    /// The frozen body of format 2: a plain and a counted reservation.
     #[test]
-    fn format_1_bodies_stay_readable() {
-        let data = r#"{"version":2,"overrides":{"cores":-1},"limits_version":0,"limits_position":null,"in_use":{"cores":2},"reservations":[["00000000-0000-0000-0000-000000000001",{"cores":2},"committed",1700000000000,1700000060000,1700000000005,2,17]]}"#;
+    fn format_2_bodies_stay_readable() {
+        let data = r#"{"version":3,"overrides":{"cores":-1},"limits_version":0,"limits_position":null,"in_use":{"cores":2},"reservations":[["00000000-0000-0000-0000-000000000001",{"cores":2},"committed",1700000000000,1700000060000,1700000000005,2,17,null],["00000000-0000-0000-0000-000000000002",{"cores":6},"held",1700000000000,1700000060000,1700000000000,3,null,[2,5,3]]]}"#;
         let snapshot = EncodedSnapshot {
-            version: 2,
-            format: 1,
+            version: 3,
+            format: 2,
             data: data.into(),
         };
         let state = ProjectState::from_snapshot(ProjectId::parse("p").unwrap(), &snapshot).unwrap();
         let reservation = state.reservation(&id(1)).unwrap();
         assert_eq!(reservation.status, ReservationStatus::Committed);
         assert_eq!(reservation.position, Some(17));
+        assert_eq!(reservation.count, None);
+        let counted = state.reservation(&id(2)).unwrap();
+        assert_eq!(
+            counted.count,
+            Some(Counted {
+                range: CountRange::new(2, 5).unwrap(),
+                granted: 3
+            })
+        );
         assert_eq!(state.in_use(&r("cores")), 2);
         assert_eq!(state.limits_version, Some(0));
+        assert_eq!(state.to_snapshot().unwrap(), snapshot, "written as read");
+    }
+
+    /// A format-1 snapshot (before counts) is not read: the project is folded from its events
+    /// and snapshotted anew.
+    #[test]
+    fn format_1_snapshots_are_not_read() {
+        let data = r#"{"version":2,"overrides":{"cores":-1},"limits_version":0,"limits_position":null,"in_use":{"cores":2},"reservations":[["00000000-0000-0000-0000-000000000001",{"cores":2},"committed",1700000000000,1700000060000,1700000000005,2,17]]}"#;
+        let snapshot = EncodedSnapshot {
+            version: 2,
+            format: 1,
+            data: data.into(),
+        };
+        assert_eq!(
+            ProjectState::from_snapshot(ProjectId::parse("p").unwrap(), &snapshot),
+            Err(SnapshotError::OtherFormat(1))
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::{
-    Deltas, Event, Limit, Limits, ProjectId, ReleaseReason, ReservationId, ResourceName, Timestamp,
+    Counted, Deltas, Event, Limit, Limits, ProjectId, ReleaseReason, ReservationId, ResourceName,
+    Timestamp,
 };
 
 /// The position in a stream: `None` before its first event, then 0, 1, 2, ...
@@ -56,7 +57,10 @@ impl ReservationStatus {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reservation {
     pub id: ReservationId,
+    /// For a counted reserve, the unit's deltas times the count granted.
     pub deltas: Deltas,
+    /// A counted reserve's range and grant; `None` for a plain one.
+    pub count: Option<Counted>,
     pub status: ReservationStatus,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
@@ -190,12 +194,14 @@ impl ProjectState {
                 reservation_id,
                 deltas,
                 expires_at,
+                count,
             } => {
                 self.reservations.insert(
                     *reservation_id,
                     Reservation {
                         id: *reservation_id,
                         deltas: deltas.clone(),
+                        count: *count,
                         status: ReservationStatus::Held,
                         created_at: at,
                         expires_at: *expires_at,

@@ -79,6 +79,7 @@ impl ProjectUsage {
                 reservation_id,
                 deltas,
                 expires_at,
+                ..
             } => {
                 // A request replaces whatever the id held before.
                 self.committed.remove(reservation_id);
@@ -164,6 +165,7 @@ mod tests {
         };
         match kind {
             0 | 1 => Event::ReservationRequested {
+                count: None,
                 reservation_id: id(n),
                 deltas: some_deltas(),
                 expires_at: now + Duration::seconds(expires_s),
@@ -195,6 +197,7 @@ mod tests {
                 reason: "recount".into(),
             },
             _ => Event::ReservationDenied {
+                count: None,
                 reservation_id: id(n),
                 deltas: some_deltas(),
                 overs: vec![r("cores")],

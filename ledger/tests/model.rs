@@ -522,6 +522,7 @@ fn domain_command(command: &Cmd, id: Uuid) -> Command {
             reservation_id,
             deltas: deltas_of(deltas),
             expires_in_s: *expires_in,
+            count: None,
         },
         Cmd::Commit(_) => Command::Commit { reservation_id },
         Cmd::Release(_) => Command::Release { reservation_id },

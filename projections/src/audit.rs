@@ -30,7 +30,7 @@ const CURSOR_PREFIX: &str = "a1:";
 
 /// Parameters an audit row binds, and rows per insert: half the usual rows keep a statement as
 /// far below the backends' parameter limits (see [`ROWS_PER_STATEMENT`]).
-const AUDIT_PARAMETERS_PER_ROW: usize = 17;
+const AUDIT_PARAMETERS_PER_ROW: usize = 18;
 const AUDIT_ROWS_PER_STATEMENT: usize = ROWS_PER_STATEMENT / 2;
 const _: () = assert!(AUDIT_ROWS_PER_STATEMENT * AUDIT_PARAMETERS_PER_ROW <= 32_766);
 
@@ -110,6 +110,7 @@ fn entry(record: AuditRecord) -> AuditEntry {
         before: record.before_values.as_deref().and_then(parse_limits),
         after: record.after_values.as_deref().and_then(parse_limits),
         force: record.forced.map(|forced| forced != 0),
+        count: record.granted_count.and_then(|n| u32::try_from(n).ok()),
     }
 }
 
@@ -137,7 +138,7 @@ impl Tx {
                 let mut q = QueryBuilder::<DB>::new(format!(
                     "{insert} audit_entries (generation, position, project, version, at_ms, event_type, \
                      reservation_id, deltas, actor, request_id, reason, usage_after, principal, \
-                     before_values, after_values, forced, expires_at_ms) ",
+                     before_values, after_values, forced, expires_at_ms, granted_count) ",
                 ));
                 q.push_values(chunk, |mut b, row| {
                     b.push_bind(generation)
@@ -156,7 +157,8 @@ impl Tx {
                         .push_bind(row.change.before.as_deref())
                         .push_bind(row.change.after.as_deref())
                         .push_bind(row.change.forced.map(i64::from))
-                        .push_bind(row.expires_at_ms);
+                        .push_bind(row.expires_at_ms)
+                        .push_bind(row.granted_count);
                 });
                 q.build().execute(&mut *c).await?;
             });
@@ -179,7 +181,8 @@ impl Tx {
         Ok(on_tx!(self, |c, DB| {
             let mut q = QueryBuilder::<DB>::new(format!(
                 "SELECT position, version, at_ms, event_type, reservation_id, deltas, actor, request_id, reason, \
-                 usage_after, principal, before_values, after_values, forced FROM audit_entries{index} WHERE generation = ",
+                 usage_after, principal, before_values, after_values, forced, granted_count \
+                 FROM audit_entries{index} WHERE generation = ",
             ));
             q.push_bind(generation)
                 .push(" AND project = ")
@@ -228,4 +231,6 @@ pub(crate) struct AuditRecord {
     pub after_values: Option<String>,
     /// 0 or 1, for `LimitsSet` only.
     pub forced: Option<i64>,
+    /// A counted reserve's request only.
+    pub granted_count: Option<i64>,
 }

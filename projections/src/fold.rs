@@ -45,6 +45,8 @@ pub(crate) struct AuditRow {
     pub change: LimitsChange,
     /// `ReservationRequested` only: when the hold expires.
     pub expires_at_ms: Option<i64>,
+    /// `ReservationRequested` of a counted reserve only: the count granted.
+    pub granted_count: Option<i64>,
 }
 
 /// What a limits event changed: the effective limits (the project's override, else the
@@ -299,9 +301,14 @@ fn audit_row(
         }
         _ => kept_deltas,
     };
-    let expires_at_ms = match event {
-        Event::ReservationRequested { expires_at, .. } => Some(expires_at.timestamp_millis()),
-        _ => None,
+    let (expires_at_ms, granted_count) = match event {
+        Event::ReservationRequested {
+            expires_at, count, ..
+        } => (
+            Some(expires_at.timestamp_millis()),
+            count.map(|c| i64::from(c.granted)),
+        ),
+        _ => (None, None),
     };
     let reason = match event {
         Event::ReservationReleased { reason, .. } => Some(reason.as_str().to_owned()),
@@ -323,6 +330,7 @@ fn audit_row(
         usage_after,
         change,
         expires_at_ms,
+        granted_count,
     }
 }
 

@@ -161,6 +161,8 @@ pub struct AuditEntry {
     pub after: Option<BTreeMap<ResourceName, i64>>,
     /// `LimitsSet`: whether `force` allowed a limit below usage. `None` for other events.
     pub force: Option<bool>,
+    /// A counted reserve's request: the count granted.
+    pub count: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -195,6 +197,8 @@ pub struct ReservationQuery {
 pub struct ListedReservation {
     pub reservation_id: ReservationId,
     pub deltas: Deltas,
+    /// A counted reserve: the count granted.
+    pub count: Option<u32>,
     pub status: ReservationStatus,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,

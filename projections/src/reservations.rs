@@ -35,6 +35,7 @@ struct RequestRow {
     at_ms: i64,
     deltas: Option<String>,
     expires_at_ms: Option<i64>,
+    granted_count: Option<i64>,
 }
 
 /// An entry that changed a listed reservation's status.
@@ -55,8 +56,8 @@ fn window_sql(tx: &Tx) -> String {
         Tx::Postgres(_) => "",
     };
     format!(
-        "(SELECT generation, project, position, reservation_id, at_ms, deltas, expires_at_ms \
-         FROM audit_entries{index} WHERE generation = $1 AND project = $2 \
+        "(SELECT generation, project, position, reservation_id, at_ms, deltas, expires_at_ms, \
+         granted_count FROM audit_entries{index} WHERE generation = $1 AND project = $2 \
          AND event_type = 'ReservationRequested' AND position > $3 AND at_ms < $4 \
          ORDER BY position LIMIT $5) r"
     )
@@ -179,6 +180,7 @@ fn listed(
             .as_deref()
             .and_then(parse_deltas)
             .ok_or_else(|| corrupt("deltas"))?,
+        count: request.granted_count.and_then(|n| u32::try_from(n).ok()),
         status,
         created_at: time(request.at_ms)?,
         expires_at: time(request.expires_at_ms.ok_or_else(|| corrupt("expiry"))?)?,
@@ -212,8 +214,8 @@ impl Tx {
             .map(|status| format!(" WHERE {}", status_sql(self, status)))
             .unwrap_or_default();
         let sql = format!(
-            "SELECT r.position, r.reservation_id, r.at_ms, r.deltas, r.expires_at_ms \
-             FROM {}{condition} ORDER BY r.position LIMIT $6",
+            "SELECT r.position, r.reservation_id, r.at_ms, r.deltas, r.expires_at_ms, \
+             r.granted_count FROM {}{condition} ORDER BY r.position LIMIT $6",
             window_sql(self)
         );
         Ok(on_tx!(self, |c, DB| sqlx::query_as::<DB, RequestRow>(&sql)

@@ -104,6 +104,7 @@ async fn control_characters_in_metadata_neither_stall_nor_skip(store: Arc<dyn Ev
     let mut events = vec![
         (
             Event::ReservationRequested {
+                count: None,
                 reservation_id: id,
                 deltas: deltas(&[("instances", 2)]),
                 expires_at: Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap(),

@@ -99,6 +99,10 @@ pub struct AuditEntryBody {
     /// `LimitsSet` only: whether `force` allowed a limit below usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
+    /// A counted reserve's `ReservationRequested` only: the count granted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub count: Option<u32>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -139,6 +143,7 @@ impl From<AuditEntry> for AuditEntryBody {
             before: entry.before.map(limits_body),
             after: entry.after.map(limits_body),
             force: entry.force,
+            count: entry.count,
         }
     }
 }

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use domain::{
-    Actor, ClientRequestId, Deltas, InvalidInput, ReservationId, ReservationStatus,
+    Actor, ClientRequestId, CountRange, Deltas, InvalidInput, ReservationId, ReservationStatus,
     DEFAULT_EXPIRES_IN_S, MAX_EXPIRES_IN_S, MIN_EXPIRES_IN_S,
 };
 use ledger::{DryRun, ReservationView};
@@ -45,6 +45,41 @@ pub struct ReserveRequest {
     /// The client's request id, for the audit (defaults to the HTTP x-request-id).
     #[schema(value_type = Option<ClientTextSchema>)]
     pub request_id: Option<ClientRequestId>,
+    /// A counted reserve (Nova's min_count/max_count): `deltas` are per unit, and the largest
+    /// count in `min..=max` that fits every limit is granted.
+    pub count: Option<CountBody>,
+}
+
+/// `count` of a counted reserve: 1 <= min <= max <= 10000.
+#[derive(Debug, Clone, Copy, ToSchema)]
+pub struct CountBody {
+    #[schema(minimum = 1, maximum = 10000)]
+    pub min: u32,
+    #[schema(minimum = 1, maximum = 10000)]
+    pub max: u32,
+}
+
+impl<'de> Deserialize<'de> for CountBody {
+    /// Only from an object: serde would also read a struct from an array (`[1, 2]`), and a
+    /// JSON body's objects must be objects (SPEC: input rules).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Fields {
+            min: u32,
+            max: u32,
+        }
+        let object = serde_json::Map::deserialize(d)?;
+        let Fields { min, max } = Fields::deserialize(serde_json::Value::Object(object))
+            .map_err(serde::de::Error::custom)?;
+        Ok(CountBody { min, max })
+    }
+}
+
+impl CountBody {
+    fn range(self) -> Result<CountRange, ApiError> {
+        CountRange::new(self.min, self.max).map_err(|e| ApiError::InvalidRequest(e.to_string()))
+    }
 }
 
 /// The query of a reserve.
@@ -68,6 +103,14 @@ pub struct DryRunResponse {
     /// The limits, usage and headroom of the request's resources, as it would be judged.
     #[serde(flatten)]
     pub standing: Standing,
+    /// A counted reserve that would be granted: the count it would get.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub count: Option<u32>,
+    /// A counted reserve that would be denied: the largest count that would fit (0 if none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub max_count: Option<u32>,
 }
 
 impl From<DryRun> for DryRunResponse {
@@ -76,6 +119,8 @@ impl From<DryRun> for DryRunResponse {
             granted: judged.granted,
             overs: judged.overs.iter().map(ToString::to_string).collect(),
             standing: Standing::of(&judged.standing),
+            count: judged.count,
+            max_count: judged.max_count,
         }
     }
 }
@@ -97,7 +142,12 @@ pub struct ReservationResponse {
     pub reservation_id: Uuid,
     #[schema(value_type = ProjectIdSchema)]
     pub project: String,
+    /// For a counted reserve, the unit's deltas times `count`.
     pub deltas: BTreeMap<String, i64>,
+    /// A counted reserve: the count granted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 1, maximum = 10000)]
+    pub count: Option<u32>,
     /// `held`, `committed` or `released`.
     #[schema(value_type = ReservationStatusSchema, example = "held")]
     pub status: String,
@@ -125,6 +175,7 @@ impl From<ReservationView> for ReservationResponse {
                 .iter()
                 .map(|(r, d)| (r.to_string(), d))
                 .collect(),
+            count: view.count.map(|c| c.granted),
             status: view.status.as_str().to_owned(),
             expires_at: rfc3339(view.expires_at),
             created_at: rfc3339(view.created_at),
@@ -155,7 +206,7 @@ fn expires_in_seconds(requested: Option<i64>) -> Result<u32, ApiError> {
         (status = 200, description = "A dry run: what a reserve would get now; nothing is held or recorded", body = DryRunResponse),
         (status = 400, description = "invalid-request, unknown-resource", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
-        (status = 403, description = "over-quota (with `overs`, `limits`, `usage`, `headroom`), forbidden", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 403, description = "over-quota (with `overs`, `limits`, `usage`, `headroom`, and `max_count` for a counted reserve), forbidden", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 409, description = "usage-underflow, idempotency-mismatch", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 413, description = "payload-too-large", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 503, description = "store-unavailable, contention, shutting-down: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
@@ -169,21 +220,23 @@ pub async fn reserve(
     JsonBody(body): JsonBody<ReserveRequest>,
 ) -> Result<Response, ApiError> {
     let expires_in = expires_in_seconds(body.expires_in)?;
+    let count = body.count.map(CountBody::range).transpose()?;
     if params.dry_run == Some(true) {
         let reservation_id = body.reservation_id.map(ReservationId);
         let judged = state
             .ledger
-            .dry_run_reserve(&project, reservation_id, body.deltas, expires_in)
+            .dry_run_reserve(&project, reservation_id, body.deltas, count, expires_in)
             .await?;
         return Ok(Json(DryRunResponse::from(judged)).into_response());
     }
     let meta = ctx.metadata(body.actor, body.request_id);
     let result = state
         .ledger
-        .reserve(
+        .reserve_counted(
             &project,
             body.reservation_id.map(ReservationId),
             body.deltas,
+            count,
             expires_in,
             &meta,
         )

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use domain::{
-    Correction, Defaults, Deltas, Limit, Outcome, ProjectId, ProjectState, Reservation,
+    Correction, Counted, Defaults, Deltas, Limit, Outcome, ProjectId, ProjectState, Reservation,
     ReservationId, ReservationStatus, ResourceName, StreamVersion, Timestamp,
 };
 
@@ -17,7 +17,10 @@ use crate::store::Position;
 pub struct ReservationView {
     pub reservation_id: ReservationId,
     pub project: ProjectId,
+    /// For a counted reserve, the unit's deltas times the count granted.
     pub deltas: Deltas,
+    /// A counted reserve's range and grant.
+    pub count: Option<Counted>,
     pub status: ReservationStatus,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
@@ -118,6 +121,7 @@ impl Ledger {
             reservation_id: reservation.id,
             project: project.clone(),
             deltas: reservation.deltas,
+            count: reservation.count,
             status: reservation.status,
             created_at: reservation.created_at,
             expires_at: reservation.expires_at,

@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use domain::{decide, Command, Deltas, Refusal, ReservationId, ResourceName, ResourceStanding};
+use domain::{
+    decide, Command, CountRange, Deltas, Event, Refusal, ReservationId, ResourceName,
+    ResourceStanding,
+};
 use uuid::Uuid;
 
 use super::{Ledger, LedgerError};
@@ -18,6 +21,10 @@ pub struct DryRun {
     pub overs: Vec<ResourceName>,
     /// The limit and usage of every resource of the request, as it would be judged.
     pub standing: BTreeMap<ResourceName, ResourceStanding>,
+    /// A counted reserve granted: the count it would get.
+    pub count: Option<u32>,
+    /// A counted reserve denied: the largest count that would fit (0 if none).
+    pub max_count: Option<u32>,
 }
 
 impl Ledger {
@@ -29,9 +36,11 @@ impl Ledger {
         project: &domain::ProjectId,
         reservation_id: Option<ReservationId>,
         deltas: Deltas,
+        count: Option<CountRange>,
         expires_in_s: u32,
     ) -> Result<DryRun, LedgerError> {
         let command = Command::Reserve {
+            count,
             reservation_id: reservation_id.unwrap_or_else(|| ReservationId(Uuid::now_v7())),
             deltas: deltas.clone(),
             expires_in_s,
@@ -40,6 +49,12 @@ impl Ledger {
         let judged = self
             .read(project, |state, defaults| {
                 let decision = decide(&command, state, defaults, now);
+                // A grant's count is the one its event records (an idempotent repeat: the
+                // original's).
+                let granted_count = match decision.events.first() {
+                    Some(Event::ReservationRequested { count, .. }) => count.map(|c| c.granted),
+                    _ => command_id_count(&command, state),
+                };
                 let standing: BTreeMap<ResourceName, ResourceStanding> = deltas
                     .resources()
                     .filter_map(|resource| {
@@ -48,21 +63,44 @@ impl Ledger {
                         Some((resource.clone(), ResourceStanding::of(limit, &usage)))
                     })
                     .collect();
-                (decision.answer, standing)
+                (decision.answer, standing, granted_count)
             })
             .await?;
         match judged {
-            (Ok(_), standing) => Ok(DryRun {
+            (Ok(_), standing, count) => Ok(DryRun {
                 granted: true,
                 overs: Vec::new(),
                 standing,
+                count,
+                max_count: None,
             }),
-            (Err(Refusal::OverQuota { overs, standing }), _) => Ok(DryRun {
+            (
+                Err(Refusal::OverQuota {
+                    overs,
+                    standing,
+                    max_count,
+                }),
+                _,
+                _,
+            ) => Ok(DryRun {
                 granted: false,
                 overs,
                 standing,
+                count: None,
+                max_count,
             }),
-            (Err(refusal), _) => Err(refusal.into()),
+            (Err(refusal), _, _) => Err(refusal.into()),
         }
+    }
+}
+
+/// The count of the reservation a repeated reserve names, if it was counted.
+fn command_id_count(command: &Command, state: &domain::ProjectState) -> Option<u32> {
+    match command {
+        Command::Reserve { reservation_id, .. } => state
+            .reservation(reservation_id)
+            .and_then(|r| r.count)
+            .map(|c| c.granted),
+        _ => None,
     }
 }

@@ -47,8 +47,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use domain::{
-    Command, Correction, Defaults, Deltas, Limits, ProjectId, ProjectState, Reason, Refusal,
-    ReservationId, ResourceName,
+    Command, Correction, CountRange, Defaults, Deltas, Limits, ProjectId, ProjectState, Reason,
+    Refusal, ReservationId, ResourceName,
 };
 use uuid::Uuid;
 
@@ -139,8 +139,24 @@ impl Ledger {
         expires_in_s: u32,
         meta: &Metadata,
     ) -> Result<ReservationView, LedgerError> {
+        self.reserve_counted(project, reservation_id, deltas, None, expires_in_s, meta)
+            .await
+    }
+
+    /// Reserve as [`Ledger::reserve`]; with `count`, `deltas` are per unit and the largest
+    /// count in the range that fits is granted (SPEC rule 9).
+    pub async fn reserve_counted(
+        &self,
+        project: &ProjectId,
+        reservation_id: Option<ReservationId>,
+        deltas: Deltas,
+        count: Option<CountRange>,
+        expires_in_s: u32,
+        meta: &Metadata,
+    ) -> Result<ReservationView, LedgerError> {
         let reservation_id = reservation_id.unwrap_or_else(|| ReservationId(Uuid::now_v7()));
         let command = Command::Reserve {
+            count,
             reservation_id,
             deltas,
             expires_in_s,
