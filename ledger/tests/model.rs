@@ -1,4 +1,5 @@
-//! Model-based tests: random command sequences (reserve with and without a client id, commit,
+//! Model-based tests: random command sequences (reserve with and without a client id, counted
+//! or not, commit,
 //! release, set and reset limits with and without force, expire, correct usage, and a driven
 //! clock) run against (a) the domain's `decide` and (b) the real `Ledger` on SQLite and
 //! PostgreSQL. Every answer and the final state are compared with `Model`, a deliberately plain
@@ -41,7 +42,10 @@ enum Status {
 
 #[derive(Clone, Debug)]
 struct ModelReservation {
+    /// The unit's deltas times the count granted, for a counted reserve.
     deltas: BTreeMap<String, i64>,
+    /// A counted reserve's (min, max, granted).
+    count: Option<(u32, u32, u32)>,
     status: Status,
     created_ms: i64,
     expires_ms: i64,
@@ -68,6 +72,7 @@ enum Answer {
         status: Status,
         deltas: BTreeMap<String, i64>,
         expires_ms: i64,
+        count: Option<u32>,
     },
     Limits(BTreeMap<String, i64>),
     Expired(usize),
@@ -77,6 +82,8 @@ enum Answer {
     Refused {
         code: &'static str,
         resources: Vec<Named>,
+        /// A counted reserve's over-quota: the largest count that would fit.
+        max_count: Option<u32>,
     },
 }
 
@@ -84,7 +91,16 @@ fn refused(code: &'static str, names: Vec<String>) -> Answer {
     Answer::Refused {
         code,
         resources: names.into_iter().map(|n| (n, None)).collect(),
+        max_count: None,
     }
+}
+
+/// The deltas times `k`, as plain numbers.
+fn times(deltas: &BTreeMap<String, i64>, k: u32) -> BTreeMap<String, i64> {
+    deltas
+        .iter()
+        .map(|(r, d)| (r.clone(), d * i64::from(k)))
+        .collect()
 }
 
 impl Model {
@@ -139,6 +155,7 @@ impl Model {
             status: r.status,
             deltas: r.deltas.clone(),
             expires_ms: r.expires_ms,
+            count: r.count.map(|(_, _, granted)| granted),
         }
     }
 
@@ -149,13 +166,31 @@ impl Model {
             .collect()
     }
 
-    fn reserve(&mut self, id: Uuid, deltas: &BTreeMap<String, i64>, expires_in: u32) -> Answer {
+    /// Whether `deltas` fit every limit now (rule 1 for the positive deltas).
+    fn fits(&self, deltas: &BTreeMap<String, i64>) -> bool {
+        deltas.iter().all(|(resource, delta)| {
+            let limit = self.limit(resource).unwrap();
+            let (reserved, _) = self.held(resource);
+            *delta <= 0 || limit < 0 || self.in_use(resource) + reserved + delta <= limit
+        })
+    }
+
+    fn reserve(
+        &mut self,
+        id: Uuid,
+        unit: &BTreeMap<String, i64>,
+        expires_in: u32,
+        count: Option<(u32, u32)>,
+    ) -> Answer {
         if !(1..=2_592_000).contains(&expires_in) {
             return refused("invalid", vec![]);
         }
         let expires_in_ms = i64::from(expires_in) * 1000;
         if let Some(existing) = self.reservations.get(&id) {
-            return if existing.deltas == *deltas
+            let granted = existing.count.map_or(1, |(_, _, k)| k);
+            let range = existing.count.map(|(min, max, _)| (min, max));
+            return if existing.deltas == times(unit, granted)
+                && range == count
                 && existing.expires_ms - existing.created_ms == expires_in_ms
             {
                 self.answer_for(id)
@@ -163,10 +198,22 @@ impl Model {
                 refused("idempotency-mismatch", vec![])
             };
         }
-        let unknown = self.unknown(deltas.keys());
+        let unknown = self.unknown(unit.keys());
         if !unknown.is_empty() {
             return refused("unknown-resource", unknown);
         }
+        // Rule 9: the largest k in min..=max that fits; below min, judged on min.
+        let (k, max_count) = match count {
+            None => (1, None),
+            Some((min, max)) => {
+                let fit = (0..=max)
+                    .rev()
+                    .find(|k| self.fits(&times(unit, *k)))
+                    .unwrap_or(0);
+                (fit.max(min), Some(fit))
+            }
+        };
+        let deltas = &times(unit, k);
         let mut underflows = vec![];
         let mut overs = vec![];
         let mut standing = vec![];
@@ -189,12 +236,14 @@ impl Model {
             return Answer::Refused {
                 code: "over-quota",
                 resources: standing,
+                max_count,
             };
         }
         self.reservations.insert(
             id,
             ModelReservation {
                 deltas: deltas.clone(),
+                count: count.map(|(min, max)| (min, max, k)),
                 status: Status::Held,
                 created_ms: self.now_ms,
                 expires_ms: self.now_ms + expires_in_ms,
@@ -277,6 +326,7 @@ impl Model {
                                 )
                             })
                             .collect(),
+                        max_count: None,
                     };
                 }
                 for (res, d) in &r.deltas {
@@ -311,6 +361,7 @@ impl Model {
             return Answer::Refused {
                 code: "limit-below-usage",
                 resources: below,
+                max_count: None,
             };
         }
         self.overrides.extend(limits.clone());
@@ -345,8 +396,11 @@ impl Model {
     fn run(&mut self, command: &Cmd, id: Uuid) -> Answer {
         match command {
             Cmd::Reserve {
-                deltas, expires_in, ..
-            } => self.reserve(id, &named(deltas), *expires_in),
+                deltas,
+                expires_in,
+                count,
+                ..
+            } => self.reserve(id, &named(deltas), *expires_in, *count),
             Cmd::Commit(_) => self.commit(id),
             Cmd::Release(_) => self.release(id),
             Cmd::SetLimits { limits, force } => self.set_limits(&named(limits), *force),
@@ -393,6 +447,8 @@ enum Cmd {
         id: Option<usize>,
         deltas: Vec<(usize, i64)>,
         expires_in: u32,
+        /// A counted reserve's (min, max).
+        count: Option<(u32, u32)>,
     },
     /// Index into the ids known so far (the pool, then ledger-chosen ones).
     Commit(usize),
@@ -430,9 +486,14 @@ fn command() -> impl Strategy<Value = Cmd> {
         3 => Just(600),
         1 => Just(0u32), // invalid
     ];
+    // A counted reserve now and then, over small ranges that straddle the room left.
+    let count = prop::option::weighted(
+        0.3,
+        (1u32..=3, 0u32..=2).prop_map(|(min, extra)| (min, min + extra)),
+    );
     prop_oneof![
-        6 => (prop::option::weighted(0.7, 0..POOL as usize), deltas, expires_in)
-            .prop_map(|(id, deltas, expires_in)| Cmd::Reserve { id, deltas, expires_in }),
+        6 => (prop::option::weighted(0.7, 0..POOL as usize), deltas, expires_in, count)
+            .prop_map(|(id, deltas, expires_in, count)| Cmd::Reserve { id, deltas, expires_in, count }),
         4 => (0usize..8).prop_map(Cmd::Commit),
         2 => (0usize..8).prop_map(Cmd::Release),
         1 => (limits, any::<bool>()).prop_map(|(limits, force)| Cmd::SetLimits { limits, force }),
@@ -497,9 +558,14 @@ fn refusal_answer(refusal: &Refusal) -> Answer {
     match refusal {
         Refusal::Invalid(_) => refused("invalid", vec![]),
         Refusal::UnknownResource(v) => refused("unknown-resource", names(v)),
-        Refusal::OverQuota { standing: s, .. } => Answer::Refused {
+        Refusal::OverQuota {
+            standing: s,
+            max_count,
+            ..
+        } => Answer::Refused {
             code: "over-quota",
             resources: standing(s),
+            max_count: *max_count,
         },
         Refusal::UsageUnderflow(v) => refused("usage-underflow", names(v)),
         Refusal::IdempotencyMismatch => refused("idempotency-mismatch", vec![]),
@@ -509,20 +575,28 @@ fn refusal_answer(refusal: &Refusal) -> Answer {
         Refusal::LimitBelowUsage(s) => Answer::Refused {
             code: "limit-below-usage",
             resources: standing(s),
+            max_count: None,
         },
     }
+}
+
+fn count_of(count: Option<(u32, u32)>) -> Option<domain::CountRange> {
+    count.map(|(min, max)| domain::CountRange::new(min, max).unwrap())
 }
 
 fn domain_command(command: &Cmd, id: Uuid) -> Command {
     let reservation_id = ReservationId(id);
     match command {
         Cmd::Reserve {
-            deltas, expires_in, ..
+            deltas,
+            expires_in,
+            count,
+            ..
         } => Command::Reserve {
             reservation_id,
             deltas: deltas_of(deltas),
             expires_in_s: *expires_in,
-            count: None,
+            count: count_of(*count),
         },
         Cmd::Commit(_) => Command::Commit { reservation_id },
         Cmd::Release(_) => Command::Release { reservation_id },
@@ -620,6 +694,7 @@ fn check_domain(commands: &[Cmd]) -> Result<(), TestCaseError> {
                     status: status_of(r.status),
                     deltas: plain_deltas(&r.deltas),
                     expires_ms: r.expires_at.timestamp_millis(),
+                    count: r.count.map(|c| c.granted),
                 }
             }
             Ok(Outcome::Limits) => {
@@ -672,6 +747,7 @@ fn view_answer(view: &ReservationView) -> Answer {
         status: status_of(view.status),
         deltas: plain_deltas(&view.deltas),
         expires_ms: view.expires_at.timestamp_millis(),
+        count: view.count.map(|c| c.granted),
     }
 }
 
@@ -707,11 +783,19 @@ async fn check_ledger(
                 id: chosen,
                 deltas,
                 expires_in,
+                count,
             } => {
                 let client_id = chosen.map(|_| ReservationId(id));
                 ledger_answer(
                     ledger
-                        .reserve(&project, client_id, deltas_of(deltas), *expires_in, &meta)
+                        .reserve_counted(
+                            &project,
+                            client_id,
+                            deltas_of(deltas),
+                            count_of(*count),
+                            *expires_in,
+                            &meta,
+                        )
                         .await,
                     |v| view_answer(&v),
                 )
