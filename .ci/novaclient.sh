@@ -16,30 +16,18 @@ VENV="${NOVACLIENT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/quota-ci/novaclient-18.
 QUOTA_BIN="${QUOTA_BIN:-}"
 
 say() { printf 'novaclient.sh: %s\n' "$*" >&2; }
+# shellcheck source=.ci/lib.sh
+. .ci/lib.sh
 
 if ! "$VENV/bin/python" -c 'import novaclient, tempest, jsonschema' 2>/dev/null; then
-  if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
-    say "installing python3-venv"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-  fi
-  say "installing ${PINS[*]} into $VENV"
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "${PINS[@]}"
+  ci_make_venv "$VENV" "${PINS[@]}"
 fi
-
-if [ -z "$QUOTA_BIN" ]; then
-  cargo build --quiet -p quota-cli --bin quota
-  QUOTA_BIN=target/debug/quota
-fi
+ci_quota_bin
 
 WORK="$(mktemp -d)"
 SERVER_PID=""
 cleanup() {
-  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-  fi
+  ci_stop_server
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -47,20 +35,7 @@ trap cleanup EXIT
 TOKEN="ci-admin-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
 printf '%s admin nova-ci\n' "$TOKEN" >"$WORK/tokens"
 chmod 600 "$WORK/tokens"
-PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-BASE="http://127.0.0.1:$PORT"
-"$QUOTA_BIN" serve --listen "127.0.0.1:$PORT" --store "sqlite://$WORK/nova.db" \
-  --tokens "$WORK/tokens" >"$WORK/server.log" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 1 100); do
-  if curl -fsS "$BASE/healthz" >/dev/null 2>&1; then break; fi
-  if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-    say "the server exited at start:"
-    cat "$WORK/server.log" >&2
-    exit 1
-  fi
-  sleep 0.1
-done
+ci_start_server "sqlite://$WORK/nova.db" "$WORK/tokens" "$WORK/server.log"
 
 status=0
 "$VENV/bin/python" .ci/nova_quotas.py "$BASE" "$TOKEN" || status=$?

@@ -39,40 +39,24 @@ MAX_EXAMPLES="${SCHEMATHESIS_MAX_EXAMPLES:-40}"
 QUOTA_BIN="${QUOTA_BIN:-}"
 
 say() { printf 'schemathesis.sh: %s\n' "$*" >&2; }
+# shellcheck source=.ci/lib.sh
+. .ci/lib.sh
 
 install_schemathesis() {
   if [ -x "$VENV/bin/schemathesis" ] &&
     [ "$("$VENV/bin/schemathesis" --version 2>/dev/null)" = "schemathesis, version $SCHEMATHESIS_VERSION" ]; then
     return
   fi
-  if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
-    say "installing python3-venv"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-  fi
-  say "installing schemathesis $SCHEMATHESIS_VERSION into $VENV"
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
-}
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  ci_make_venv "$VENV" "schemathesis==$SCHEMATHESIS_VERSION"
 }
 
 install_schemathesis
-if [ -z "$QUOTA_BIN" ]; then
-  # A no-op after `cargo test`; otherwise the binary is built from this checkout.
-  cargo build --quiet -p quota-cli --bin quota
-  QUOTA_BIN=target/debug/quota
-fi
+ci_quota_bin
 
 WORK="$(mktemp -d)"
 SERVER_PID=""
 cleanup() {
-  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-  fi
+  ci_stop_server
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -81,22 +65,7 @@ TOKEN="ci-admin-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
 printf '# schemathesis CI run\n%s admin\n' "$TOKEN" >"$WORK/tokens"
 chmod 600 "$WORK/tokens"
 
-PORT="$(free_port)"
-BASE="http://127.0.0.1:$PORT"
-"$QUOTA_BIN" serve --listen "127.0.0.1:$PORT" --store "sqlite://$WORK/x.db" \
-  --tokens "$WORK/tokens" >"$WORK/server.log" 2>&1 &
-SERVER_PID=$!
-
-for _ in $(seq 1 100); do
-  if curl -fsS "$BASE/healthz" >/dev/null 2>&1; then break; fi
-  if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-    say "the server exited at start:"
-    cat "$WORK/server.log" >&2
-    exit 1
-  fi
-  sleep 0.1
-done
-curl -fsS "$BASE/healthz" >/dev/null
+ci_start_server "sqlite://$WORK/x.db" "$WORK/tokens" "$WORK/server.log"
 
 # The resources schemathesis_hooks.py maps generated names onto, so that positive reserves can
 # be granted and the stateful phase can chain commit and release onto them.

@@ -5,15 +5,8 @@
 
 mod common;
 
-use common::{cli, postgres_store, sqlite_store, Api, Server, StoreUrl};
+use common::{cli, postgres_store, sqlite_store, store_head, Api, Server, StoreUrl};
 use serde_json::json;
-
-async fn head(store: &StoreUrl) -> u64 {
-    let store = ledger::store::open(&store.url)
-        .await
-        .expect("open the store");
-    store.head().await.expect("head")
-}
 
 async fn corrections_are_recorded_and_audited(store: &StoreUrl, api: &Api) {
     api.set_defaults(json!({"instances": 10, "cores": 20}))
@@ -63,12 +56,12 @@ async fn corrections_are_recorded_and_audited(store: &StoreUrl, api: &Api) {
     assert_eq!(entry["after"], json!({"instances": 3}));
 
     // The same counts again record nothing.
-    let before = head(store).await;
+    let before = store_head(store).await;
     let again = api
         .post(path, json!({"in_use": {"instances": 3}, "reason": "again"}))
         .await;
     assert_eq!(again.assert_status(200)["corrections"], json!([]));
-    assert_eq!(head(store).await, before);
+    assert_eq!(store_head(store).await, before);
 
     // Bad input: refused whole, nothing recorded.
     for (body, status, code) in [
@@ -105,7 +98,7 @@ async fn corrections_are_recorded_and_audited(store: &StoreUrl, api: &Api) {
             .assert_problem(status, code);
     }
     assert_eq!(
-        head(store).await,
+        store_head(store).await,
         before,
         "a refused correction recorded events"
     );

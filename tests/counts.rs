@@ -5,15 +5,8 @@
 
 mod common;
 
-use common::{cli, postgres_store, sqlite_store, Api, Server, StoreUrl};
+use common::{cli, postgres_store, sqlite_store, store_head, Api, Server, StoreUrl};
 use serde_json::json;
-
-async fn head(store: &StoreUrl) -> u64 {
-    let store = ledger::store::open(&store.url)
-        .await
-        .expect("open the store");
-    store.head().await.expect("head")
-}
 
 async fn counted_reserves(store: &StoreUrl, api: &Api) {
     api.set_defaults(json!({"instances": 10, "cores": 20, "ram": -1}))
@@ -75,7 +68,7 @@ async fn counted_reserves(store: &StoreUrl, api: &Api) {
     assert_eq!(denied.body["max_count"], 2, "{:?}", denied.body);
     assert_eq!(denied.body["overs"], json!(["instances"]));
     // A dry run says the same, recording nothing.
-    let before = head(store).await;
+    let before = store_head(store).await;
     let dry = api
         .post(
             &format!("{path}?dry_run=true"),
@@ -110,7 +103,7 @@ async fn counted_reserves(store: &StoreUrl, api: &Api) {
             .assert_problem(400, "invalid-request");
     }
     assert_eq!(
-        head(store).await,
+        store_head(store).await,
         before,
         "a dry run or a refusal recorded events"
     );

@@ -4,15 +4,8 @@
 
 mod common;
 
-use common::{postgres_store, sqlite_store, Api, Server, StoreUrl};
+use common::{postgres_store, sqlite_store, store_head, Api, Server, StoreUrl};
 use serde_json::json;
-
-async fn head(store: &StoreUrl) -> u64 {
-    let store = ledger::store::open(&store.url)
-        .await
-        .expect("open the store");
-    store.head().await.expect("head")
-}
 
 async fn dry_runs_judge_and_record_nothing(store: &StoreUrl, api: &Api) {
     api.set_defaults(json!({"instances": 3, "cores": 8, "ram": -1}))
@@ -21,7 +14,7 @@ async fn dry_runs_judge_and_record_nothing(store: &StoreUrl, api: &Api) {
         .reserve("dry", json!({"instances": 2, "cores": 2}))
         .await;
     held.assert_status(201);
-    let before = head(store).await;
+    let before = store_head(store).await;
     let path = "/v1/projects/dry/reservations?dry_run=true";
 
     let fits = api
@@ -55,7 +48,11 @@ async fn dry_runs_judge_and_record_nothing(store: &StoreUrl, api: &Api) {
         .await
         .assert_problem(409, "usage-underflow");
 
-    assert_eq!(head(store).await, before, "a dry run recorded an event");
+    assert_eq!(
+        store_head(store).await,
+        before,
+        "a dry run recorded an event"
+    );
     let audit = api
         .get("/v1/projects/dry/audit?type=ReservationDenied")
         .await;

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{postgres_store, sqlite_store, Answer, Server, StoreUrl};
+use common::{postgres_store, sqlite_store, store_head, Answer, Server, StoreUrl};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -40,13 +40,6 @@ fn code(body: &Value) -> &str {
         .unwrap_or("")
 }
 
-async fn head(store: &StoreUrl) -> u64 {
-    let store = ledger::store::open(&store.url)
-        .await
-        .expect("open the store");
-    store.head().await.expect("head")
-}
-
 /// Values every free-text field refuses.
 fn bad_texts() -> Vec<String> {
     vec![
@@ -72,7 +65,7 @@ async fn free_text_is_validated(server: &Server, store: &StoreUrl) {
     let api = server.client();
     api.set_defaults(json!({"instances": 100})).await;
     let held = id_of(&api.reserve("text", json!({"instances": 1})).await);
-    let before = head(store).await;
+    let before = store_head(store).await;
 
     for field in ["actor", "request_id"] {
         for bad in bad_texts() {
@@ -126,7 +119,7 @@ async fn free_text_is_validated(server: &Server, store: &StoreUrl) {
         }
     }
     assert_eq!(
-        head(store).await,
+        store_head(store).await,
         before,
         "a refused request recorded events"
     );
@@ -172,7 +165,7 @@ async fn bodies_are_objects_without_duplicated_keys(server: &Server, store: &Sto
     let api = server.client();
     api.set_defaults(json!({"instances": 100})).await;
     let held = id_of(&api.reserve("shape", json!({"instances": 1})).await);
-    let before = head(store).await;
+    let before = store_head(store).await;
     let json_type = Some("application/json");
     let refused: [(Method, String, &str); 12] = [
         // serde's derives read a struct from a sequence of its fields in order.
@@ -237,7 +230,11 @@ async fn bodies_are_objects_without_duplicated_keys(server: &Server, store: &Sto
             "{method} {path} {body}: {answer}"
         );
     }
-    assert_eq!(head(store).await, before, "a refused body recorded events");
+    assert_eq!(
+        store_head(store).await,
+        before,
+        "a refused body recorded events"
+    );
 }
 
 #[tokio::test]
@@ -263,7 +260,7 @@ async fn unknown_query_parameters_are_refused_on_every_route() {
     let api = server.client();
     api.set_defaults(json!({"instances": 100})).await;
     let held = id_of(&api.reserve("query", json!({"instances": 1})).await);
-    let before = head(&store).await;
+    let before = store_head(&store).await;
 
     // A misspelt `dry_run` must not become a real reserve.
     let reserve = api
@@ -298,7 +295,7 @@ async fn unknown_query_parameters_are_refused_on_every_route() {
         .await
         .assert_problem(400, "invalid-request");
     assert_eq!(
-        head(&store).await,
+        store_head(&store).await,
         before,
         "a refused request recorded events"
     );
@@ -336,7 +333,7 @@ async fn bodies_must_say_they_are_json() {
     let api = server.client();
     api.set_defaults(json!({"instances": 100})).await;
     let held = id_of(&api.reserve("media", json!({"instances": 1})).await);
-    let before = head(&store).await;
+    let before = store_head(&store).await;
     let reserve = r#"{"deltas": {"instances": 1}}"#;
     let reservations = "/v1/projects/media/reservations";
     let commit = format!("/v1/projects/media/reservations/{held}/commit");
@@ -380,7 +377,7 @@ async fn bodies_must_say_they_are_json() {
     let (status, _) = send_raw(&server.url, Method::POST, &commit, Some("text/plain"), "").await;
     assert_eq!(status, 415);
     assert_eq!(
-        head(&store).await,
+        store_head(&store).await,
         before,
         "a refused request recorded events"
     );

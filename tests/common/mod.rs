@@ -421,6 +421,15 @@ pub fn json_of(stdout: &str) -> Value {
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
 }
 
+/// The store's head (global position of its last event), read directly: whether a request
+/// recorded anything.
+pub async fn store_head(store: &StoreUrl) -> u64 {
+    let store = ledger::store::open(&store.url)
+        .await
+        .expect("open the store");
+    store.head().await.expect("head")
+}
+
 /// Raw SQL on the server's events, behind its back (as an operator, or a newer build, would).
 pub async fn execute_on_events(store: &StoreUrl, sql: &str) {
     match &store.postgres {
