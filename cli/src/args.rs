@@ -16,14 +16,21 @@ pub struct Cli {
         long,
         global = true,
         env = "QUOTA_URL",
-        default_value = "http://127.0.0.1:8080"
+        default_value = "http://127.0.0.1:8080",
+        display_order = CLIENT_OPTIONS_ORDER
     )]
     pub url: String,
     /// Bearer token (prefer the environment variable: command lines are visible to others).
-    #[arg(long, global = true, env = "QUOTA_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "QUOTA_TOKEN",
+        hide_env_values = true,
+        display_order = CLIENT_OPTIONS_ORDER + 1
+    )]
     pub token: Option<String>,
     /// Print the server's JSON instead of a table.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, display_order = CLIENT_OPTIONS_ORDER + 2)]
     pub json: bool,
     #[command(subcommand)]
     pub command: Command,
@@ -272,6 +279,9 @@ fn parse_pair(s: &str) -> Result<(String, i64), String> {
         .map_err(|e| format!("{name}: {value:?} is not a 64-bit integer: {e}"))?;
     Ok((name.to_owned(), value))
 }
+
+/// Where the client options show in a command's help: after the command's own options.
+const CLIENT_OPTIONS_ORDER: usize = 1000;
 
 /// The options of the commands that talk to a server over HTTP. clap gives them to every
 /// command (so `quota --json usage acme` and `quota usage acme --json` both work).
