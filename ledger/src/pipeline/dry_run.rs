@@ -39,9 +39,10 @@ impl Ledger {
         count: Option<CountRange>,
         expires_in_s: u32,
     ) -> Result<DryRun, LedgerError> {
+        let reservation_id = reservation_id.unwrap_or_else(|| ReservationId(Uuid::now_v7()));
         let command = Command::Reserve {
             count,
-            reservation_id: reservation_id.unwrap_or_else(|| ReservationId(Uuid::now_v7())),
+            reservation_id,
             deltas: deltas.clone(),
             expires_in_s,
         };
@@ -49,11 +50,14 @@ impl Ledger {
         let judged = self
             .read(project, |state, defaults| {
                 let decision = decide(&command, state, defaults, now);
-                // A grant's count is the one its event records (an idempotent repeat: the
-                // original's).
+                // A grant's count is the one its event records; an idempotent repeat records
+                // nothing and would answer the original, with the original's count.
                 let granted_count = match decision.events.first() {
                     Some(Event::ReservationRequested { count, .. }) => count.map(|c| c.granted),
-                    _ => command_id_count(&command, state),
+                    _ => state
+                        .reservation(&reservation_id)
+                        .and_then(|r| r.count)
+                        .map(|c| c.granted),
                 };
                 let standing: BTreeMap<ResourceName, ResourceStanding> = deltas
                     .resources()
@@ -91,16 +95,5 @@ impl Ledger {
             }),
             (Err(refusal), _, _) => Err(refusal.into()),
         }
-    }
-}
-
-/// The count of the reservation a repeated reserve names, if it was counted.
-fn command_id_count(command: &Command, state: &domain::ProjectState) -> Option<u32> {
-    match command {
-        Command::Reserve { reservation_id, .. } => state
-            .reservation(reservation_id)
-            .and_then(|r| r.count)
-            .map(|c| c.granted),
-        _ => None,
     }
 }
