@@ -542,3 +542,105 @@ async fn two_nodes_read_each_others_writes_postgres() {
         );
     }
 }
+
+/// `GET /v1/projects` (issue 20's project list): every project with an event, in id order,
+/// by prefix, paged; a project token sees only its own project, and no cursor to others.
+async fn project_list(store: StoreUrl) {
+    let dir = tempfile::tempdir().expect("dir");
+    let tokens = common::tokens_file(
+        dir.path(),
+        "admin-token-0123456789 admin\nauditor-token-0123456789 auditor\nbeta-token-0123456789ab project:beta\n",
+    );
+    let server = Server::start_with_tokens(&store, &tokens);
+    let admin = Api::new(&server.url, Some("admin-token-0123456789"));
+    admin.set_defaults(json!({"instances": 10})).await;
+    let mut last = 0;
+    for project in ["beta", "acme", "acme-dev", "zeta"] {
+        let held = admin.reserve(project, json!({"instances": 1})).await;
+        last = position(held.assert_status(201));
+    }
+    let all = admin
+        .get(&format!("/v1/projects?min_position={last}"))
+        .await;
+    let all = all.assert_status(200);
+    let names: Vec<&str> = all["projects"]
+        .as_array()
+        .expect("projects")
+        .iter()
+        .map(|p| p["project"].as_str().expect("id"))
+        .collect();
+    assert_eq!(names, ["acme", "acme-dev", "beta", "zeta"]);
+    assert_eq!(all["projects"][0]["parent"], Value::Null);
+    assert!(all["next"].is_null());
+    let acme = admin.get("/v1/projects?prefix=acme&limit=1").await;
+    let acme = acme.assert_status(200).clone();
+    assert_eq!(
+        acme["projects"],
+        json!([{"project": "acme", "parent": null}])
+    );
+    let next = acme["next"].as_str().expect("a next page");
+    let rest = admin
+        .get(&format!("/v1/projects?prefix=acme&limit=1&cursor={next}"))
+        .await;
+    assert_eq!(
+        rest.assert_status(200)["projects"],
+        json!([{"project": "acme-dev", "parent": null}])
+    );
+    let auditor = Api::new(&server.url, Some("auditor-token-0123456789"));
+    let seen = auditor.get("/v1/projects").await;
+    assert_eq!(
+        seen.assert_status(200)["projects"].as_array().map(Vec::len),
+        Some(4)
+    );
+    let beta = Api::new(&server.url, Some("beta-token-0123456789ab"));
+    let own = beta.get("/v1/projects?limit=1").await;
+    let own = own.assert_status(200);
+    assert_eq!(
+        own["projects"],
+        json!([{"project": "beta", "parent": null}])
+    );
+    assert!(
+        own["next"].is_null(),
+        "no cursor past its own project: {own}"
+    );
+    assert_eq!(
+        beta.get("/v1/projects?prefix=a").await.assert_status(200)["projects"],
+        json!([])
+    );
+    assert_eq!(
+        admin
+            .get("/v1/projects?parent=acme")
+            .await
+            .assert_status(200)["projects"],
+        json!([])
+    );
+    for bad in [
+        "prefix=a%20b",
+        "limit=0",
+        "limit=1001",
+        "cursor=zz",
+        "parent=%24x",
+        "x=1",
+    ] {
+        admin
+            .get(&format!("/v1/projects?{bad}"))
+            .await
+            .assert_problem(400, "invalid-request");
+    }
+    Api::new(&server.url, None)
+        .get("/v1/projects")
+        .await
+        .assert_problem(401, "unauthorized");
+}
+
+#[tokio::test]
+async fn project_list_sqlite() {
+    project_list(sqlite_store()).await;
+}
+
+#[tokio::test]
+async fn project_list_postgres() {
+    if let Some(store) = postgres_store().await {
+        project_list(store).await;
+    }
+}

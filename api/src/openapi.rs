@@ -11,7 +11,8 @@ use self::contract::Contract;
 
 use crate::problem::{ProblemCode, ProblemDocument};
 use crate::routes::{
-    admin, audit, corrections, defaults, limits, reservation_list, reservations, service, usage,
+    admin, audit, corrections, defaults, limits, projects, reservation_list, reservations, service,
+    usage,
 };
 
 #[derive(OpenApi)]
@@ -33,6 +34,7 @@ use crate::routes::{
         reservations::get_reservation,
         reservations::commit,
         reservations::release,
+        projects::list_projects,
         usage::get_usage,
         corrections::correct_usage,
         audit::get_audit,

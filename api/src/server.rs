@@ -29,8 +29,8 @@ use crate::limits::{
 };
 use crate::routes::table::{Query, Routes, Rule, Verb};
 use crate::routes::{
-    admin, audit, corrections, defaults, limits, nova, reservation_list, reservations, service,
-    usage,
+    admin, audit, corrections, defaults, limits, nova, projects, reservation_list, reservations,
+    service, usage,
 };
 use crate::tokens::TokenStore;
 use crate::transport::ConnectionLimits;
@@ -123,6 +123,13 @@ pub fn routes() -> Routes {
             Rule::ProjectWrite,
             NoQuery,
             reservations::release,
+        )
+        .add(
+            Get,
+            "/v1/projects",
+            Rule::AnyToken,
+            ReadsQuery,
+            projects::list_projects,
         )
         .add(
             Get,

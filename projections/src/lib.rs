@@ -12,8 +12,8 @@
 //!   live one.
 //! - `checkpoint`: applying a batch to the live views and their checkpoints in one
 //!   transaction; `follower`: doing that whenever the feed moves.
-//! - `usage`, `audit`, `reservations`: the queries (a project's reservations are listed from
-//!   the audit view); `point_in_time`: usage at a past instant, replayed from the
+//! - `usage`, `audit`, `reservations`, `projects`: the queries (a project's reservations and
+//!   the projects are listed from the audit view); `point_in_time`: usage at a past instant, replayed from the
 //!   streams with the domain's fold.
 //! - [`limits`]: the read side's bounds (batches, pages, timings), in one place.
 //! - `feed`: the views' only reader of the events (`EventStore::read_feed`, the codec).
@@ -35,6 +35,7 @@ mod health;
 pub mod limits;
 mod paging;
 mod point_in_time;
+mod projects;
 mod rebuild;
 mod reservations;
 mod tables;
@@ -57,7 +58,8 @@ use domain::{
 pub use health::ViewHealth;
 use ledger::{EventStore, Position, StoreError};
 pub use limits::{
-    DEFAULT_AUDIT_PAGE, DEFAULT_RESERVATION_PAGE, MAX_AUDIT_PAGE, MAX_RESERVATION_PAGE,
+    DEFAULT_AUDIT_PAGE, DEFAULT_PROJECT_PAGE, DEFAULT_RESERVATION_PAGE, MAX_AUDIT_PAGE,
+    MAX_PROJECT_PAGE, MAX_RESERVATION_PAGE,
 };
 
 /// The views this crate maintains, by name (as in `/v1/admin/projections/{name}/rebuild`).
@@ -168,6 +170,23 @@ pub struct AuditEntry {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuditPage {
     pub entries: Vec<AuditEntry>,
+    pub next: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProjectQuery {
+    /// Only ids that start with this.
+    pub prefix: Option<String>,
+    /// Page size, 1 to MAX_PROJECT_PAGE (DEFAULT_PROJECT_PAGE when None).
+    pub limit: Option<usize>,
+    /// Opaque cursor from a previous page's `next`.
+    pub cursor: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectPage {
+    /// Project ids in order.
+    pub projects: Vec<String>,
     pub next: Option<String>,
 }
 
@@ -397,6 +416,11 @@ impl Projections {
         query: &ReservationQuery,
     ) -> Result<ReservationPage, ProjectionError> {
         self.inner.reservations(project.as_str(), query).await
+    }
+
+    /// The projects with at least one event, in id order, a page at a time.
+    pub async fn projects(&self, query: &ProjectQuery) -> Result<ProjectPage, ProjectionError> {
+        self.inner.projects(query).await
     }
 
     /// The audit of the default limits (the `$defaults` stream's events).

@@ -53,6 +53,12 @@ pub const MAX_AUDIT_PAGE: usize = 1000;
 /// Audit entries a page returns when the query names no `limit`.
 pub const DEFAULT_AUDIT_PAGE: usize = 100;
 
+/// Most project ids one page of the project list returns.
+pub const MAX_PROJECT_PAGE: usize = 1000;
+
+/// Project ids a page returns when the query names no `limit`.
+pub const DEFAULT_PROJECT_PAGE: usize = 100;
+
 /// Most reservations one page of a project's reservation list returns.
 pub const MAX_RESERVATION_PAGE: usize = 1000;
 
@@ -90,6 +96,7 @@ const _: () = assert!(PAGE_EVENTS <= MAX_READ_COUNT);
 const _: () = assert!(DEFAULT_AUDIT_PAGE <= MAX_AUDIT_PAGE && MAX_AUDIT_PAGE <= MAX_READ_COUNT);
 // A filtered page of reservations can always fill: it looks at more than it returns.
 const _: () = assert!(DEFAULT_RESERVATION_PAGE <= MAX_RESERVATION_PAGE);
+const _: () = assert!(1 <= DEFAULT_PROJECT_PAGE && DEFAULT_PROJECT_PAGE <= MAX_PROJECT_PAGE);
 const _: () = assert!(MAX_RESERVATION_PAGE < SCAN_RESERVATIONS);
 // A multi-row statement of at most 12 parameters a row stays under SQLite's 32,766 parameters
 // and PostgreSQL's 65,535.

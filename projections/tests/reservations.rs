@@ -1,6 +1,7 @@
 //! A project's reservation list (`Projections::reservations`): every reservation as the
 //! ledger itself answers it, in the order they were made, filtered by status and age, paged;
-//! and a status filter that passes over more reservations than a page looks at. On every
+//! a status filter that passes over more reservations than a page looks at; and the project
+//! list (`Projections::projects`). On every
 //! backend (PostgreSQL skipped when `QUOTA_TEST_POSTGRES_URL` is not set).
 
 #[macro_use]
@@ -17,7 +18,7 @@ use ledger::{
     ReservationView, StreamAppend,
 };
 use projections::{
-    ListedReservation, ProjectionError, Projections, ReservationQuery, StatusFilter,
+    ListedReservation, ProjectQuery, ProjectionError, Projections, ReservationQuery, StatusFilter,
 };
 use uuid::Uuid;
 
@@ -245,4 +246,52 @@ async fn a_filtered_page_stops_at_its_scan_bound(store: Arc<dyn EventStore>) {
 on_every_backend!(
     reservations_are_listed_filtered_and_paged,
     a_filtered_page_stops_at_its_scan_bound,
+    projects_are_listed_in_order,
 );
+
+/// The project list (issue 20's `GET /v1/projects`): every project with an event, in id order,
+/// filtered by prefix, paged; never the defaults' stream.
+async fn projects_are_listed_in_order(store: Arc<dyn EventStore>) {
+    let (ledger, _clock, projections) = setup(store.clone()).await;
+    let names = ["acme", "acme-dev", "beta", "acme.prod", "zeta", "a"];
+    for name in names {
+        ledger
+            .reserve(&p(name), None, deltas(&[("instances", 1)]), 60, &meta())
+            .await
+            .unwrap();
+    }
+    projections
+        .wait_for(store.head().await.unwrap(), WAIT)
+        .await
+        .unwrap();
+    let page = |prefix: Option<&str>, limit: Option<usize>, cursor: Option<String>| {
+        let query = ProjectQuery {
+            prefix: prefix.map(str::to_owned),
+            limit,
+            cursor,
+        };
+        let projections = projections.clone();
+        async move { projections.projects(&query).await.unwrap() }
+    };
+    let all = page(None, None, None).await;
+    assert_eq!(
+        all.projects,
+        ["a", "acme", "acme-dev", "acme.prod", "beta", "zeta"]
+    );
+    assert_eq!(all.next, None);
+    let acme = page(Some("acme"), None, None).await;
+    assert_eq!(acme.projects, ["acme", "acme-dev", "acme.prod"]);
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let next = page(Some("a"), Some(2), cursor).await;
+        assert!(next.projects.len() <= 2);
+        seen.extend(next.projects);
+        cursor = next.next;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(seen, ["a", "acme", "acme-dev", "acme.prod"]);
+    assert!(page(Some("q"), None, None).await.projects.is_empty());
+}

@@ -40,6 +40,11 @@ pub const AUDIT_CURSOR_PATTERN: &str = "^61313[aA](3[0-9]){1,18}$";
 /// A reservation list's cursor: hex of `r1:` and a position, by the same rule.
 pub const RESERVATION_CURSOR_PATTERN: &str = "^72313[aA](3[0-9]){1,18}$";
 
+/// The project list's cursor: hex of `p1:` and the last project id listed (hex of the id's
+/// alphabet: `-` 2d, `.` 2e, 0-9 30-39, `:` 3a, A-Z 41-5a, `_` 5f, a-z 61-7a).
+pub const PROJECT_CURSOR_PATTERN: &str =
+    "^70313[aA](2[dDeE]|3[0-9aA]|4[1-9a-fA-F]|5[0-9aA]|5[fF]|6[1-9a-fA-F]|7[0-9aA]){1,128}$";
+
 fn string(description: &str) -> ObjectBuilder {
     ObjectBuilder::new()
         .schema_type(Type::String)
@@ -240,6 +245,37 @@ doc_schema!(
 );
 
 doc_schema!(
+    /// The project list's page size.
+    ProjectPageSizeSchema,
+    "ProjectPageSize",
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .description(Some("Projects per page (default 100)"))
+        .minimum(Some(1))
+        .maximum(Some(projections::MAX_PROJECT_PAGE))
+        .into()
+);
+
+doc_schema!(
+    /// The project list's `cursor`.
+    ProjectCursorSchema,
+    "ProjectCursor",
+    string("The `next` of the previous page, passed back unchanged")
+        .pattern(Some(PROJECT_CURSOR_PATTERN))
+        .into()
+);
+
+doc_schema!(
+    /// The project list's `prefix`: the beginning of a project id.
+    ProjectPrefixSchema,
+    "ProjectPrefix",
+    string("The beginning of a project id: 0 to 128 characters of A-Z a-z 0-9 . _ : -")
+        .max_length(Some(ProjectId::MAX_LEN))
+        .pattern(Some(format!("^{NAME_CLASS}{{0,{}}}$", ProjectId::MAX_LEN)))
+        .into()
+);
+
+doc_schema!(
     /// A user id (SPEC: the project id grammar).
     UserIdSchema,
     "UserId",
@@ -313,6 +349,9 @@ pub fn all() -> Vec<(String, RefOr<Schema>)> {
         entry::<ReservationPageSizeSchema>(),
         entry::<ReservationCursorSchema>(),
         entry::<UserIdSchema>(),
+        entry::<ProjectPageSizeSchema>(),
+        entry::<ProjectCursorSchema>(),
+        entry::<ProjectPrefixSchema>(),
         entry::<ProjectionNameSchema>(),
         entry::<RebuildStatusSchema>(),
         entry::<LimitSourceSchema>(),

@@ -7,6 +7,7 @@ pub mod corrections;
 pub mod defaults;
 pub mod limits;
 pub mod nova;
+pub mod projects;
 pub mod reservation_list;
 pub mod reservations;
 pub mod service;
