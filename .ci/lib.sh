@@ -52,3 +52,15 @@ ci_stop_server() {
     wait "$SERVER_PID" 2>/dev/null || true
   fi
 }
+
+# A temporary folder in WORK and an admin token in TOKEN, written to "$WORK/tokens" (mode 0600)
+# with the name $1; on exit the server started by ci_start_server is stopped and the folder
+# removed.
+ci_workspace() {
+  WORK="$(mktemp -d)"
+  SERVER_PID=""
+  trap 'ci_stop_server; rm -rf "$WORK"' EXIT
+  TOKEN="ci-admin-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
+  printf '%s admin %s\n' "$TOKEN" "$1" >"$WORK/tokens"
+  chmod 600 "$WORK/tokens"
+}

@@ -24,17 +24,8 @@ if ! "$VENV/bin/python" -c 'import novaclient, tempest, jsonschema' 2>/dev/null;
 fi
 ci_quota_bin
 
-WORK="$(mktemp -d)"
-SERVER_PID=""
-cleanup() {
-  ci_stop_server
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+ci_workspace nova-ci
 
-TOKEN="ci-admin-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
-printf '%s admin nova-ci\n' "$TOKEN" >"$WORK/tokens"
-chmod 600 "$WORK/tokens"
 ci_start_server "sqlite://$WORK/nova.db" "$WORK/tokens" "$WORK/server.log"
 
 status=0

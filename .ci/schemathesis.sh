@@ -53,18 +53,7 @@ install_schemathesis() {
 install_schemathesis
 ci_quota_bin
 
-WORK="$(mktemp -d)"
-SERVER_PID=""
-cleanup() {
-  ci_stop_server
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-TOKEN="ci-admin-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
-printf '# schemathesis CI run\n%s admin\n' "$TOKEN" >"$WORK/tokens"
-chmod 600 "$WORK/tokens"
-
+ci_workspace schemathesis
 ci_start_server "sqlite://$WORK/x.db" "$WORK/tokens" "$WORK/server.log"
 
 # The resources schemathesis_hooks.py maps generated names onto, so that positive reserves can

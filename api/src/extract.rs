@@ -359,6 +359,20 @@ pub fn parse_time(name: &str, raw: &str) -> Result<domain::Timestamp, ApiError> 
         })
 }
 
+/// A list's `limit` query parameter: a page size from 1 to `max` (`None`: the list's default).
+pub fn page_size(limit: Option<u64>, max: usize) -> Result<Option<usize>, ApiError> {
+    limit
+        .map(|n| {
+            usize::try_from(n)
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| {
+                    ApiError::InvalidRequest(format!("limit {n} is out of range: 1 to {max}"))
+                })
+        })
+        .transpose()
+}
+
 /// The `{name}` of an admin route.
 pub struct NamePath(pub String);
 

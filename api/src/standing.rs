@@ -4,20 +4,16 @@
 use std::collections::BTreeMap;
 
 use domain::{ResourceName, ResourceStanding};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct UsageNumbers {
-    pub in_use: i64,
-    pub reserved: i64,
-}
+use crate::problem::ProblemUsage;
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Standing {
     /// The effective limit of each resource (-1 unlimited).
     pub limits: BTreeMap<String, i64>,
-    pub usage: BTreeMap<String, UsageNumbers>,
+    pub usage: BTreeMap<String, ProblemUsage>,
     /// `limit - in_use - reserved`, for the resources that have a limit.
     pub headroom: BTreeMap<String, i64>,
 }
@@ -34,7 +30,7 @@ impl Standing {
             out.limits.insert(name.clone(), s.limit.value());
             out.usage.insert(
                 name.clone(),
-                UsageNumbers {
+                ProblemUsage {
                     in_use: s.in_use,
                     reserved: s.reserved,
                 },

@@ -1,5 +1,6 @@
-//! Keyset paging, shared by the audit and the reservation list: a page is asked for by an
-//! opaque cursor (hex of a versioned prefix and the global position it follows) and a size.
+//! Keyset paging, shared by the audit, the reservation list and the project list: a page is
+//! asked for by an opaque cursor (hex of a versioned prefix and the key it follows: a global
+//! position, or a project id) and a size.
 
 use crate::ProjectionError;
 
@@ -27,15 +28,28 @@ impl PageAsked {
 
 /// The cursor after `position`: opaque to clients, versioned for us.
 pub(crate) fn encode(prefix: &str, position: i64) -> String {
-    hex::encode(format!("{prefix}{position}"))
+    encode_text(prefix, &position.to_string())
 }
 
 /// The position a cursor made by [`encode`] with `prefix` follows.
 pub(crate) fn decode(prefix: &str, cursor: &str) -> Result<i64, ProjectionError> {
-    let bytes = hex::decode(cursor).map_err(|_| ProjectionError::InvalidCursor)?;
-    let text = std::str::from_utf8(&bytes).map_err(|_| ProjectionError::InvalidCursor)?;
-    text.strip_prefix(prefix)
-        .and_then(|n| n.parse::<i64>().ok())
+    decode_text(prefix, cursor)?
+        .parse::<i64>()
+        .ok()
         .filter(|n| *n >= 0)
+        .ok_or(ProjectionError::InvalidCursor)
+}
+
+/// The cursor after the key `last` (a list in key order): hex of the prefix and the key.
+pub(crate) fn encode_text(prefix: &str, last: &str) -> String {
+    hex::encode(format!("{prefix}{last}"))
+}
+
+/// The key a cursor made by [`encode_text`] with `prefix` carries, unchecked.
+pub(crate) fn decode_text(prefix: &str, cursor: &str) -> Result<String, ProjectionError> {
+    let bytes = hex::decode(cursor).map_err(|_| ProjectionError::InvalidCursor)?;
+    let text = String::from_utf8(bytes).map_err(|_| ProjectionError::InvalidCursor)?;
+    text.strip_prefix(prefix)
+        .map(str::to_owned)
         .ok_or(ProjectionError::InvalidCursor)
 }

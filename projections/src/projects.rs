@@ -9,6 +9,7 @@ use domain::DEFAULTS_STREAM;
 
 use crate::checkpoint::AUDIT;
 use crate::limits::{DEFAULT_PROJECT_PAGE, MAX_PROJECT_PAGE};
+use crate::paging;
 use crate::tables::{on_tx, Tx};
 use crate::{Inner, ProjectPage, ProjectQuery, ProjectionError};
 
@@ -61,15 +62,14 @@ impl Inner {
 }
 
 fn encode_cursor(last: &str) -> String {
-    hex::encode(format!("{CURSOR_PREFIX}{last}"))
+    paging::encode_text(CURSOR_PREFIX, last)
 }
 
+/// The last id a cursor names; only a project id is one.
 fn decode_cursor(cursor: &str) -> Result<String, ProjectionError> {
-    let bytes = hex::decode(cursor).map_err(|_| ProjectionError::InvalidCursor)?;
-    let text = String::from_utf8(bytes).map_err(|_| ProjectionError::InvalidCursor)?;
-    text.strip_prefix(CURSOR_PREFIX)
+    paging::decode_text(CURSOR_PREFIX, cursor)
+        .ok()
         .filter(|id| domain::ProjectId::parse(id).is_ok())
-        .map(str::to_owned)
         .ok_or(ProjectionError::InvalidCursor)
 }
 

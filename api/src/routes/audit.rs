@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::rfc3339;
 use super::usage::{catch_up, running};
 use crate::error::{truncate, ApiError};
-use crate::extract::{parse_time, ApiQuery, ProjectPath};
+use crate::extract::{page_size, parse_time, ApiQuery, ProjectPath};
 use crate::limits::MAX_PRINCIPAL_CHARS;
 use crate::openapi::schemas::{
     AuditCursorSchema, AuditPageSizeSchema, ClientTextSchema, EventTypeSchema, PositionSchema,
@@ -195,19 +195,7 @@ fn audit_query(params: AuditParams) -> Result<AuditQuery, ApiError> {
         .map(ReservationId::parse)
         .transpose()
         .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-    let limit = params
-        .limit
-        .map(|n| {
-            usize::try_from(n)
-                .ok()
-                .filter(|n| (1..=MAX_AUDIT_PAGE).contains(n))
-                .ok_or_else(|| {
-                    ApiError::InvalidRequest(format!(
-                        "limit {n} is out of range: 1 to {MAX_AUDIT_PAGE}"
-                    ))
-                })
-        })
-        .transpose()?;
+    let limit = page_size(params.limit, MAX_AUDIT_PAGE)?;
     Ok(AuditQuery {
         since,
         until,

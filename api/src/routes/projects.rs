@@ -12,7 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::usage::{catch_up, running};
 use crate::auth::{Caller, Role};
 use crate::error::{truncate, ApiError};
-use crate::extract::{ApiQuery, RequestContext};
+use crate::extract::{page_size, ApiQuery, RequestContext};
 use crate::openapi::schemas::{
     PositionSchema, ProjectCursorSchema, ProjectIdSchema, ProjectPageSizeSchema,
     ProjectPrefixSchema,
@@ -71,20 +71,7 @@ fn query_of(params: ProjectListParams) -> Result<ProjectQuery, ApiError> {
             )));
         }
     }
-    let limit = params
-        .limit
-        .map(|n| {
-            usize::try_from(n)
-                .ok()
-                .filter(|n| (1..=projections::MAX_PROJECT_PAGE).contains(n))
-                .ok_or_else(|| {
-                    ApiError::InvalidRequest(format!(
-                        "limit {n} is out of range: 1 to {}",
-                        projections::MAX_PROJECT_PAGE
-                    ))
-                })
-        })
-        .transpose()?;
+    let limit = page_size(params.limit, projections::MAX_PROJECT_PAGE)?;
     Ok(ProjectQuery {
         prefix: params.prefix,
         limit,

@@ -13,7 +13,7 @@ use super::reservations::ReservationResponse;
 use super::rfc3339;
 use super::usage::{catch_up, running};
 use crate::error::{truncate, ApiError};
-use crate::extract::{parse_time, ApiQuery, ProjectPath};
+use crate::extract::{page_size, parse_time, ApiQuery, ProjectPath};
 use crate::openapi::schemas::{
     PositionSchema, ProjectIdSchema, ReservationCursorSchema, ReservationPageSizeSchema,
     ReservationStatusSchema, TimestampSchema, UserIdSchema,
@@ -68,20 +68,7 @@ fn status_filter(raw: &str) -> Result<StatusFilter, ApiError> {
 }
 
 fn reservation_query(params: ReservationListParams) -> Result<ReservationQuery, ApiError> {
-    let limit = params
-        .limit
-        .map(|n| {
-            usize::try_from(n)
-                .ok()
-                .filter(|n| (1..=projections::MAX_RESERVATION_PAGE).contains(n))
-                .ok_or_else(|| {
-                    ApiError::InvalidRequest(format!(
-                        "limit {n} is out of range: 1 to {}",
-                        projections::MAX_RESERVATION_PAGE
-                    ))
-                })
-        })
-        .transpose()?;
+    let limit = page_size(params.limit, projections::MAX_RESERVATION_PAGE)?;
     Ok(ReservationQuery {
         status: params.status.as_deref().map(status_filter).transpose()?,
         user: params

@@ -93,7 +93,7 @@ pub struct ReserveParams {
 }
 
 /// What a reserve would be answered now (`?dry_run=true`).
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct DryRunResponse {
     /// Whether the reserve would be granted.
     pub granted: bool,

@@ -6,7 +6,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{limits_object, parse_limits};
+use super::{defaults_object, parse_limits};
 use crate::error::ApiError;
 use crate::extract::{JsonBody, NamePath, RequestContext};
 use crate::server::AppState;
@@ -36,7 +36,7 @@ pub async fn show(
 ) -> Result<Json<Value>, ApiError> {
     default_class(&name)?;
     let defaults = state.ledger.refresh_defaults().await?;
-    let mut set = limits_object(defaults.limits.iter().map(|(r, l)| (r.clone(), *l)));
+    let mut set = defaults_object(&defaults);
     set.insert("id".into(), json!("default"));
     Ok(Json(json!({ "quota_class_set": set })))
 }
@@ -58,6 +58,6 @@ pub async fn update(
         .map_err(ApiError::from);
     crate::routes::count_decision("set_defaults", &result);
     let defaults = result?;
-    let set = limits_object(defaults.limits.iter().map(|(r, l)| (r.clone(), *l)));
+    let set = defaults_object(&defaults);
     Ok(Json(json!({ "quota_class_set": set })))
 }

@@ -13,7 +13,8 @@ pub mod sets;
 
 use std::collections::BTreeMap;
 
-use domain::{Limit, Limits, ResourceName};
+use domain::{Defaults, Limit, Limits, ResourceName};
+use ledger::LimitsView;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -43,13 +44,23 @@ impl UserQuery {
 }
 
 /// `{resource: limit}` as Nova writes it (integers, -1 unlimited).
-pub fn limits_object(
-    limits: impl IntoIterator<Item = (ResourceName, Limit)>,
+fn limits_object<'a>(
+    limits: impl IntoIterator<Item = (&'a ResourceName, &'a Limit)>,
 ) -> Map<String, Value> {
     limits
         .into_iter()
         .map(|(r, l)| (r.to_string(), Value::from(l.value())))
         .collect()
+}
+
+/// The default limits, as Nova writes a quota set or class.
+pub fn defaults_object(defaults: &Defaults) -> Map<String, Value> {
+    limits_object(&defaults.limits)
+}
+
+/// A project's effective limits, as Nova writes its quota set.
+pub fn project_object(view: &LimitsView) -> Map<String, Value> {
+    limits_object(view.limits.iter().map(|(r, (l, _))| (r, l)))
 }
 
 /// The limits of a Nova update body (`quota_set` or `quota_class_set`): each value an integer,

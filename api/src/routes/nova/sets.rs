@@ -9,7 +9,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{limits_object, parse_bool, parse_limits, UserQuery};
+use super::{defaults_object, parse_bool, parse_limits, project_object, UserQuery};
 use crate::error::ApiError;
 use crate::extract::{ApiQuery, JsonBody, ProjectPath, RequestContext};
 use crate::routes::usage::running;
@@ -31,7 +31,7 @@ pub async fn show(
     query.project_only()?;
     state.ledger.refresh_defaults().await?;
     let view = state.ledger.limits(&project).await?;
-    let mut set = limits_object(view.limits.into_iter().map(|(r, (l, _))| (r, l)));
+    let mut set = project_object(&view);
     set.insert("id".into(), json!(project.as_str()));
     Ok(Json(json!({ "quota_set": set })))
 }
@@ -70,7 +70,7 @@ pub async fn defaults(
     ProjectPath(project): ProjectPath,
 ) -> Result<Json<Value>, ApiError> {
     let defaults = state.ledger.refresh_defaults().await?;
-    let mut set = limits_object(defaults.limits.iter().map(|(r, l)| (r.clone(), *l)));
+    let mut set = defaults_object(&defaults);
     set.insert("id".into(), json!(project.as_str()));
     Ok(Json(json!({ "quota_set": set })))
 }
@@ -100,7 +100,7 @@ pub async fn update(
         .map_err(ApiError::from);
     crate::routes::count_decision("set_limits", &result);
     let view = result.map_err(below_usage_is_a_bad_request)?;
-    let set = limits_object(view.limits.into_iter().map(|(r, (l, _))| (r, l)));
+    let set = project_object(&view);
     Ok(Json(json!({ "quota_set": set })))
 }
 
