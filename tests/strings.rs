@@ -1,4 +1,5 @@
-//! Every string a client sends, on every endpoint that takes one, against a real server on each
+//! Every string a client sends, on every endpoint that takes one (the Nova-compatible routes
+//! included, whose refusals are Nova's error body), against a real server on each
 //! store: control characters (all of U+0000–U+001F and U+007F–U+009F), lone surrogates escaped
 //! in JSON, U+2028, byte-order marks, very long strings and valid odd Unicode (emoji, CJK,
 //! zero-width, right-to-left). Each request is either refused with a 4xx problem or stored as
@@ -117,9 +118,19 @@ enum Field {
     DefaultsAuditQuery,
     UsageAt,
     RequestIdHeader,
+    ReserveCount,
+    DryRunQuery,
+    CorrectionReason,
+    CorrectionResource,
+    ReservationListQuery,
+    ReservationListUser,
+    ProjectListQuery,
+    ProjectListPrefix,
+    NovaProjectPath,
+    NovaResource,
 }
 
-const FIELDS: [Field; 15] = [
+const FIELDS: [Field; 25] = [
     Field::ReserveActor,
     Field::ReserveRequestId,
     Field::ReserveResource,
@@ -135,6 +146,16 @@ const FIELDS: [Field; 15] = [
     Field::DefaultsAuditQuery,
     Field::UsageAt,
     Field::RequestIdHeader,
+    Field::ReserveCount,
+    Field::DryRunQuery,
+    Field::CorrectionReason,
+    Field::CorrectionResource,
+    Field::ReservationListQuery,
+    Field::ReservationListUser,
+    Field::ProjectListQuery,
+    Field::ProjectListPrefix,
+    Field::NovaProjectPath,
+    Field::NovaResource,
 ];
 
 fn encode_component(s: &str) -> String {
@@ -208,12 +229,56 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
             };
             (api.send(Method::PUT, &path, Some(body)).await, None)
         }
+        Field::ReserveCount => {
+            let body = reserve_body(&format!(r#", "count": {}"#, text.json()));
+            let path = format!("/v1/projects/{project}/reservations");
+            (api.send(Method::POST, &path, Some(body)).await, None)
+        }
+        Field::CorrectionReason | Field::CorrectionResource => {
+            let body = match field {
+                Field::CorrectionReason => format!(
+                    r#"{{"in_use": {{"instances": 1}}, "reason": {}}}"#,
+                    text.json()
+                ),
+                _ => format!(
+                    r#"{{"in_use": {{{}: 1}}, "reason": "recount"}}"#,
+                    text.json()
+                ),
+            };
+            let path = format!("/v1/projects/{project}/usage/corrections");
+            (
+                api.send(Method::POST, &path, Some(Body::Raw(body))).await,
+                None,
+            )
+        }
+        Field::NovaResource => {
+            // -1: a name that happens to exist is left unlimited, as the defaults have it.
+            let body = Body::Raw(format!(r#"{{"quota_set": {{{}: -1}}}}"#, text.json()));
+            let path = format!("/compute/v2.1/os-quota-sets/{project}");
+            (api.send(Method::PUT, &path, Some(body)).await, None)
+        }
+        Field::DryRunQuery => {
+            let s = text.as_str().filter(|s| s.len() <= 2_000)?;
+            let path = format!(
+                "/v1/projects/{project}/reservations?dry_run={}",
+                encode_component(s)
+            );
+            (
+                api.send(Method::POST, &path, Some(reserve_body(""))).await,
+                None,
+            )
+        }
         Field::ProjectPath
         | Field::ReservationPath
         | Field::AuditQuery
         | Field::AuditPrincipal
         | Field::DefaultsAuditQuery
-        | Field::UsageAt => {
+        | Field::UsageAt
+        | Field::ReservationListQuery
+        | Field::ReservationListUser
+        | Field::ProjectListQuery
+        | Field::ProjectListPrefix
+        | Field::NovaProjectPath => {
             // A URI past a few kilobytes is refused by the client before it is sent.
             let s = text.as_str().filter(|s| s.len() <= 2_000)?;
             let s = encode_component(s);
@@ -224,6 +289,15 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
                     "/v1/projects/{project}/audit?actor={s}&type={s}&reservation={s}&cursor={s}"
                 ),
                 Field::AuditPrincipal => format!("/v1/projects/{project}/audit?principal={s}"),
+                Field::ReservationListQuery => format!(
+                    "/v1/projects/{project}/reservations?status={s}&older_than={s}&cursor={s}"
+                ),
+                Field::ReservationListUser => {
+                    format!("/v1/projects/{project}/reservations?user={s}")
+                }
+                Field::ProjectListQuery => format!("/v1/projects?parent={s}&cursor={s}"),
+                Field::ProjectListPrefix => format!("/v1/projects?prefix={s}"),
+                Field::NovaProjectPath => format!("/compute/v2.1/os-quota-sets/{s}/detail"),
                 Field::DefaultsAuditQuery => format!(
                     "/v1/defaults/audit?actor={s}&type={s}&reservation={s}&cursor={s}&principal={s}"
                 ),
@@ -262,7 +336,18 @@ fn check_answer(answer: &Answer, field: Field, text: &Text) {
         answer.status,
         answer.body
     );
-    if answer.status >= 400 {
+    let nova = matches!(field, Field::NovaProjectPath | Field::NovaResource);
+    if answer.status >= 400 && nova {
+        // Nova's error body: `{fault: {"code": status, "message": …}}`.
+        let fault = answer.body.as_object().and_then(|o| o.values().next());
+        assert_eq!(
+            fault.map(|f| f["code"].clone()),
+            Some(json!(answer.status)),
+            "{field:?} with {}: {:?}",
+            text.short(),
+            answer.body
+        );
+    } else if answer.status >= 400 {
         assert_eq!(
             answer.content_type,
             "application/problem+json",
