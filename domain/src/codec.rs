@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::{
     CountRange, Counted, Deltas, Event, Judged, Limit, ReleaseReason, ReservationId, ResourceName,
-    Timestamp,
+    Timestamp, UserId,
 };
 
 /// The schema version written for new events of every type.
@@ -65,6 +65,9 @@ struct RequestedV1 {
     deltas: BTreeMap<String, i64>,
     expires_at: Timestamp,
     reservation_id: Uuid,
+    /// Added with users, absent without one (as `count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    user: Option<String>,
 }
 
 /// A counted reserve's range and the count granted (`granted` is 0 in a denial's range).
@@ -112,6 +115,11 @@ struct DeniedV1 {
     judged: BTreeMap<String, JudgedV1>,
     overs: Vec<String>,
     reservation_id: Uuid,
+    /// Added with users, absent without one (as `count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    user: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    user_overs: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -121,6 +129,35 @@ struct CorrectedV1 {
     in_use_before: i64,
     reason: String,
     resource: String,
+    /// Added with users, absent for a project's correction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    user: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserLimitsV1 {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    forced: bool,
+    limits: BTreeMap<String, i64>,
+    user: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserResetV1 {
+    user: String,
+}
+
+fn limits_by_name(limits: &crate::Limits) -> BTreeMap<String, i64> {
+    limits
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), v.value()))
+        .collect()
+}
+
+fn user_name(user: Option<&UserId>) -> Option<String> {
+    user.map(|u| u.as_str().to_owned())
 }
 
 fn deltas_by_name(deltas: &Deltas) -> BTreeMap<String, i64> {
@@ -133,18 +170,24 @@ fn deltas_by_name(deltas: &Deltas) -> BTreeMap<String, i64> {
 pub fn encode(event: &Event) -> Encoded {
     let data = match event {
         Event::DefaultLimitsSet { limits } => to_json(&LimitsV1 {
-            limits: limits
-                .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v.value()))
-                .collect(),
+            limits: limits_by_name(limits),
             forced: false,
         }),
         Event::LimitsSet { limits, forced } => to_json(&LimitsV1 {
-            limits: limits
-                .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v.value()))
-                .collect(),
+            limits: limits_by_name(limits),
             forced: *forced,
+        }),
+        Event::UserLimitsSet {
+            user,
+            limits,
+            forced,
+        } => to_json(&UserLimitsV1 {
+            limits: limits_by_name(limits),
+            forced: *forced,
+            user: user.as_str().to_owned(),
+        }),
+        Event::UserLimitsReset { user } => to_json(&UserResetV1 {
+            user: user.as_str().to_owned(),
         }),
         Event::LimitsReset => to_json(&EmptyV1 {}),
         Event::ReservationRequested {
@@ -152,7 +195,9 @@ pub fn encode(event: &Event) -> Encoded {
             deltas,
             expires_at,
             count,
+            user,
         } => to_json(&RequestedV1 {
+            user: user_name(user.as_ref()),
             reservation_id: reservation_id.0,
             deltas: deltas_by_name(deltas),
             expires_at: *expires_at,
@@ -178,7 +223,11 @@ pub fn encode(event: &Event) -> Encoded {
             overs,
             judged,
             count,
+            user,
+            user_overs,
         } => to_json(&DeniedV1 {
+            user: user_name(user.as_ref()),
+            user_overs: user_overs.iter().map(|r| r.as_str().to_owned()).collect(),
             count: count.map(|range| CountedV1 {
                 granted: 0,
                 max: range.max(),
@@ -206,7 +255,9 @@ pub fn encode(event: &Event) -> Encoded {
             in_use_before,
             in_use_after,
             reason,
+            user,
         } => to_json(&CorrectedV1 {
+            user: user_name(user.as_ref()),
             resource: resource.as_str().to_owned(),
             in_use_before: *in_use_before,
             in_use_after: *in_use_after,
@@ -262,6 +313,7 @@ pub fn decode(event_type: &str, schema_version: u16, data: &str) -> Result<Event
             .collect::<Result<_, DecodeError>>()?;
         Deltas::new(map).map_err(|e| malformed(e.to_string()))
     };
+    let user = |s: &str| UserId::parse(s).map_err(|e| malformed(e.to_string()));
     let range = |c: &CountedV1| -> Result<CountRange, DecodeError> {
         CountRange::new(c.min, c.max).map_err(|e| malformed(e.to_string()))
     };
@@ -297,6 +349,7 @@ pub fn decode(event_type: &str, schema_version: u16, data: &str) -> Result<Event
                 deltas: deltas(v.deltas)?,
                 expires_at: v.expires_at,
                 count,
+                user: v.user.as_deref().map(user).transpose()?,
             }
         }
         "ReservationCommitted" => {
@@ -325,6 +378,12 @@ pub fn decode(event_type: &str, schema_version: u16, data: &str) -> Result<Event
                 reservation_id: ReservationId(v.reservation_id),
                 deltas: deltas(v.deltas)?,
                 overs: v.overs.iter().map(|s| res(s)).collect::<Result<_, _>>()?,
+                user: v.user.as_deref().map(user).transpose()?,
+                user_overs: v
+                    .user_overs
+                    .iter()
+                    .map(|s| res(s))
+                    .collect::<Result<_, _>>()?,
                 judged: v
                     .judged
                     .into_iter()
@@ -348,6 +407,21 @@ pub fn decode(event_type: &str, schema_version: u16, data: &str) -> Result<Event
                 in_use_before: v.in_use_before,
                 in_use_after: v.in_use_after,
                 reason: v.reason,
+                user: v.user.as_deref().map(user).transpose()?,
+            }
+        }
+        "UserLimitsSet" => {
+            let v: UserLimitsV1 = from_json(data).map_err(malformed)?;
+            Event::UserLimitsSet {
+                user: user(&v.user)?,
+                limits: limits(v.limits)?,
+                forced: v.forced,
+            }
+        }
+        "UserLimitsReset" => {
+            let v: UserResetV1 = from_json(data).map_err(malformed)?;
+            Event::UserLimitsReset {
+                user: user(&v.user)?,
             }
         }
         other => return Err(DecodeError::UnknownType(other.to_owned())),
@@ -385,6 +459,7 @@ mod tests {
             },
             Event::LimitsReset,
             Event::ReservationRequested {
+                user: None,
                 count: None,
                 reservation_id: id(1),
                 deltas: deltas.clone(),
@@ -398,6 +473,8 @@ mod tests {
                 reason: ReleaseReason::Freed,
             },
             Event::ReservationDenied {
+                user: None,
+                user_overs: vec![],
                 count: None,
                 reservation_id: id(2),
                 deltas,
@@ -413,12 +490,14 @@ mod tests {
                 .into(),
             },
             Event::UsageCorrected {
+                user: None,
                 resource: r("ram"),
                 in_use_before: 5,
                 in_use_after: 0,
                 reason: "audit 42".into(),
             },
             Event::ReservationRequested {
+                user: None,
                 count: Some(Counted {
                     range: CountRange::new(2, 5).unwrap(),
                     granted: 3,
@@ -428,6 +507,8 @@ mod tests {
                 expires_at: Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap(),
             },
             Event::ReservationDenied {
+                user: None,
+                user_overs: vec![],
                 count: Some(CountRange::new(2, 5).unwrap()),
                 reservation_id: id(4),
                 deltas: Deltas::new([(r("cores"), 4)].into()).unwrap(),
@@ -442,7 +523,40 @@ mod tests {
                 )]
                 .into(),
             },
+            Event::ReservationRequested {
+                count: None,
+                reservation_id: id(5),
+                deltas: Deltas::new([(r("cores"), 1)].into()).unwrap(),
+                expires_at: Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap(),
+                user: Some(alice()),
+            },
+            Event::ReservationDenied {
+                count: None,
+                reservation_id: id(6),
+                deltas: Deltas::new([(r("cores"), 1)].into()).unwrap(),
+                overs: vec![],
+                judged: BTreeMap::new(),
+                user: Some(alice()),
+                user_overs: vec![r("cores")],
+            },
+            Event::UsageCorrected {
+                resource: r("cores"),
+                in_use_before: 3,
+                in_use_after: 1,
+                reason: "recount".into(),
+                user: Some(alice()),
+            },
+            Event::UserLimitsSet {
+                user: alice(),
+                limits: [(r("cores"), Limit::new(2).unwrap())].into(),
+                forced: true,
+            },
+            Event::UserLimitsReset { user: alice() },
         ]
+    }
+
+    fn alice() -> UserId {
+        UserId::parse("alice").unwrap()
     }
 
     #[test]
@@ -476,6 +590,11 @@ mod tests {
                 r#"{"in_use_after":0,"in_use_before":5,"reason":"audit 42","resource":"ram"}"#,
                 r#"{"count":{"granted":3,"max":5,"min":2},"deltas":{"cores":6},"expires_at":"2026-01-02T03:04:05Z","reservation_id":"00000000-0000-0000-0000-000000000003"}"#,
                 r#"{"count":{"max":5,"min":2},"deltas":{"cores":4},"judged":{"cores":{"in_use":3,"limit":4,"reserved":0}},"overs":["cores"],"reservation_id":"00000000-0000-0000-0000-000000000004"}"#,
+                r#"{"deltas":{"cores":1},"expires_at":"2026-01-02T03:04:05Z","reservation_id":"00000000-0000-0000-0000-000000000005","user":"alice"}"#,
+                r#"{"deltas":{"cores":1},"judged":{},"overs":[],"reservation_id":"00000000-0000-0000-0000-000000000006","user":"alice","user_overs":["cores"]}"#,
+                r#"{"in_use_after":1,"in_use_before":3,"reason":"recount","resource":"cores","user":"alice"}"#,
+                r#"{"forced":true,"limits":{"cores":2},"user":"alice"}"#,
+                r#"{"user":"alice"}"#,
             ]
         );
     }

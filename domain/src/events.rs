@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::{CountRange, Counted, Deltas, Limit, Limits, ReservationId, ResourceName};
+use crate::{CountRange, Counted, Deltas, Limit, Limits, ReservationId, ResourceName, UserId};
 
 pub type Timestamp = DateTime<Utc>;
 
@@ -72,6 +72,9 @@ pub enum Event {
         /// A counted reserve's range and grant (SPEC rule 9); `None` for a plain reserve and
         /// for every event stored before counts existed.
         count: Option<Counted>,
+        /// The user inside the project it is for (SPEC rule 8); `None` for the project alone
+        /// and for every event stored before users existed.
+        user: Option<UserId>,
     },
     ReservationCommitted {
         reservation_id: ReservationId,
@@ -89,13 +92,29 @@ pub enum Event {
         judged: BTreeMap<ResourceName, Judged>,
         /// A counted reserve's range; `None` for a plain reserve.
         count: Option<CountRange>,
+        /// The user it was for, as in `ReservationRequested`.
+        user: Option<UserId>,
+        /// The resources over the user's own limits, sorted (empty without a user).
+        user_overs: Vec<ResourceName>,
     },
-    /// An operator's reconciliation of in_use for one resource.
+    /// An operator's reconciliation of in_use for one resource: the project's, or a user's
+    /// (which moves the project's in_use by the same amount).
     UsageCorrected {
         resource: ResourceName,
         in_use_before: i64,
         in_use_after: i64,
         reason: String,
+        user: Option<UserId>,
+    },
+    /// A user's own limits were set (merged into its overrides; SPEC rule 8).
+    UserLimitsSet {
+        user: UserId,
+        limits: Limits,
+        forced: bool,
+    },
+    /// A user's overrides were all removed: it has no cap but the project's.
+    UserLimitsReset {
+        user: UserId,
     },
 }
 
@@ -110,6 +129,19 @@ impl Event {
             Event::ReservationReleased { .. } => "ReservationReleased",
             Event::ReservationDenied { .. } => "ReservationDenied",
             Event::UsageCorrected { .. } => "UsageCorrected",
+            Event::UserLimitsSet { .. } => "UserLimitsSet",
+            Event::UserLimitsReset { .. } => "UserLimitsReset",
+        }
+    }
+
+    /// The user the event is about, if any.
+    pub fn user(&self) -> Option<&UserId> {
+        match self {
+            Event::ReservationRequested { user, .. }
+            | Event::ReservationDenied { user, .. }
+            | Event::UsageCorrected { user, .. } => user.as_ref(),
+            Event::UserLimitsSet { user, .. } | Event::UserLimitsReset { user } => Some(user),
+            _ => None,
         }
     }
 
@@ -124,7 +156,7 @@ impl Event {
     }
 }
 
-pub const EVENT_TYPES: [&str; 8] = [
+pub const EVENT_TYPES: [&str; 10] = [
     "DefaultLimitsSet",
     "LimitsSet",
     "LimitsReset",
@@ -133,4 +165,6 @@ pub const EVENT_TYPES: [&str; 8] = [
     "ReservationReleased",
     "ReservationDenied",
     "UsageCorrected",
+    "UserLimitsSet",
+    "UserLimitsReset",
 ];

@@ -13,14 +13,17 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::state::UserState;
 use crate::{
-    CountRange, Counted, Deltas, Limit, ProjectId, ProjectState, ReleaseReason, Reservation,
-    ReservationId, ReservationStatus, ResourceName, Timestamp,
+    CountRange, Counted, Deltas, Limit, Limits, ProjectId, ProjectState, ReleaseReason,
+    Reservation, ReservationId, ReservationStatus, ResourceName, Timestamp, UserId,
 };
 
 /// The snapshot format this code writes and the only one it reads. 2: each reservation ends
-/// with its count (`[min, max, granted]`, or null for a plain reserve).
-pub const SNAPSHOT_FORMAT: u16 = 2;
+/// with its count (`[min, max, granted]`, or null for a plain reserve). 3: each reservation
+/// then ends with its user (or null), the state has `users`, and a release or a user's
+/// correction never takes in_use below zero.
+pub const SNAPSHOT_FORMAT: u16 = 3;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SnapshotError {
@@ -47,6 +50,25 @@ struct StateV1 {
     limits_position: Option<u64>,
     in_use: BTreeMap<String, i64>,
     reservations: Vec<ReservationV1>,
+    users: BTreeMap<String, UserV1>,
+}
+
+/// A user's overrides, usage and the version (and position, once known) of its limits event.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserV1 {
+    overrides: BTreeMap<String, i64>,
+    limits_version: Option<u64>,
+    limits_position: Option<u64>,
+    in_use: BTreeMap<String, i64>,
+}
+
+#[derive(Serialize)]
+struct UserV1Out<'a> {
+    overrides: BTreeMap<&'a str, i64>,
+    limits_version: Option<u64>,
+    limits_position: Option<u64>,
+    in_use: &'a BTreeMap<ResourceName, i64>,
 }
 
 /// One reservation as a JSON array (`[id, deltas, status, ...]`): a long-lived project has
@@ -66,6 +88,8 @@ struct ReservationV1(
     Option<u64>,
     /// A counted reserve's `[min, max, granted]`; null for a plain one.
     Option<[u32; 3]>,
+    /// The user it is for; null for the project alone.
+    Option<String>,
 );
 
 /// The same form as [`StateV1`], written from borrowed fields: a snapshot is taken on the
@@ -79,6 +103,7 @@ struct StateV1Out<'a> {
     limits_position: Option<u64>,
     in_use: &'a BTreeMap<ResourceName, i64>,
     reservations: Vec<ReservationV1Out<'a>>,
+    users: BTreeMap<&'a str, UserV1Out<'a>>,
 }
 
 #[derive(Serialize)]
@@ -92,6 +117,7 @@ struct ReservationV1Out<'a>(
     u64,
     Option<u64>,
     Option<[u32; 3]>,
+    Option<&'a str>,
 );
 
 fn status_name(status: ReservationStatus) -> &'static str {
@@ -123,6 +149,23 @@ fn resource_map(map: BTreeMap<String, i64>) -> Result<BTreeMap<ResourceName, i64
         .collect()
 }
 
+fn limits_by_name(limits: &Limits) -> BTreeMap<&str, i64> {
+    limits
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.value()))
+        .collect()
+}
+
+fn limits_from(map: BTreeMap<String, i64>) -> Result<Limits, String> {
+    map.into_iter()
+        .map(|(name, value)| {
+            let name = ResourceName::parse(&name).map_err(|e| e.to_string())?;
+            let limit = Limit::new(value).map_err(|e| e.to_string())?;
+            Ok((name, limit))
+        })
+        .collect()
+}
+
 fn timestamp(ms: i64) -> Result<Timestamp, String> {
     chrono::DateTime::from_timestamp_millis(ms).ok_or_else(|| format!("time {ms} out of range"))
 }
@@ -138,11 +181,7 @@ impl ProjectState {
         reservations.sort_unstable_by_key(|r| r.status_version);
         let body = StateV1Out {
             version,
-            overrides: self
-                .overrides
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.value()))
-                .collect(),
+            overrides: limits_by_name(&self.overrides),
             limits_version: self.limits_version,
             limits_position: self.limits_position,
             in_use: &self.in_use,
@@ -159,7 +198,21 @@ impl ProjectState {
                         r.status_version,
                         r.position,
                         r.count.map(|c| [c.range.min(), c.range.max(), c.granted]),
+                        r.user.as_ref().map(UserId::as_str),
                     )
+                })
+                .collect(),
+            users: self
+                .users
+                .iter()
+                .map(|(user, u)| {
+                    let body = UserV1Out {
+                        overrides: limits_by_name(&u.overrides),
+                        limits_version: u.limits_version,
+                        limits_position: u.limits_position,
+                        in_use: &u.in_use,
+                    };
+                    (user.as_str(), body)
                 })
                 .collect(),
         };
@@ -207,12 +260,21 @@ impl ProjectState {
         state.version = Some(version);
         state.limits_version = body.limits_version;
         state.limits_position = body.limits_position;
-        for (name, value) in body.overrides {
-            let name = ResourceName::parse(&name).map_err(|e| e.to_string())?;
-            let limit = Limit::new(value).map_err(|e| e.to_string())?;
-            state.overrides.insert(name, limit);
-        }
+        state.overrides = limits_from(body.overrides)?;
         state.in_use = resource_map(body.in_use)?;
+        for (user, u) in body.users {
+            if let Some(v) = u.limits_version {
+                at_or_before(v, "user limits")?;
+            }
+            let user = UserId::parse(&user).map_err(|e| e.to_string())?;
+            let u = UserState {
+                overrides: limits_from(u.overrides)?,
+                limits_version: u.limits_version,
+                limits_position: u.limits_position,
+                in_use: resource_map(u.in_use)?,
+            };
+            state.users.insert(user, u);
+        }
         for ReservationV1(
             id,
             deltas,
@@ -223,6 +285,7 @@ impl ProjectState {
             status_version,
             position,
             count,
+            user,
         ) in body.reservations
         {
             at_or_before(status_version, "reservation status")?;
@@ -237,6 +300,9 @@ impl ProjectState {
                 id: ReservationId(id),
                 deltas: Deltas::new(resource_map(deltas)?).map_err(|e| e.to_string())?,
                 count,
+                user: user
+                    .map(|u| UserId::parse(&u).map_err(|e| e.to_string()))
+                    .transpose()?,
                 status: status_from(&status)?,
                 created_at: timestamp(created)?,
                 expires_at: timestamp(expires)?,
@@ -297,6 +363,7 @@ mod tests {
                     reservation_id: id(n),
                     deltas: deltas(&[("cores", n as i64), ("ram", -1)]),
                     expires_at: t0() + Duration::seconds(60),
+                    user: (n % 2 == 1).then(alice),
                 },
             );
         }
@@ -332,9 +399,32 @@ mod tests {
                 in_use_before: 0,
                 in_use_after: 3,
                 reason: "audit".into(),
+                user: None,
+            },
+        );
+        apply(
+            &mut state,
+            Event::UsageCorrected {
+                resource: r("cores"),
+                in_use_before: 1,
+                in_use_after: 2,
+                reason: "audit".into(),
+                user: Some(alice()),
+            },
+        );
+        apply(
+            &mut state,
+            Event::UserLimitsSet {
+                user: alice(),
+                limits: [(r("cores"), Limit::new(4).unwrap())].into(),
+                forced: false,
             },
         );
         state
+    }
+
+    fn alice() -> UserId {
+        UserId::parse("alice").unwrap()
     }
 
     #[test]
@@ -357,20 +447,21 @@ mod tests {
         );
     }
 
-    /// The frozen body of format 2: a plain and a counted reservation.
+    /// The frozen body of format 3: a plain reservation, and a counted one for a user with
+    /// limits and usage of its own.
     #[test]
-    fn format_2_bodies_stay_readable() {
-        let data = r#"{"version":3,"overrides":{"cores":-1},"limits_version":0,"limits_position":null,"in_use":{"cores":2},"reservations":[["00000000-0000-0000-0000-000000000001",{"cores":2},"committed",1700000000000,1700000060000,1700000000005,2,17,null],["00000000-0000-0000-0000-000000000002",{"cores":6},"held",1700000000000,1700000060000,1700000000000,3,null,[2,5,3]]]}"#;
+    fn format_3_bodies_stay_readable() {
+        let data = r#"{"version":4,"overrides":{"cores":-1},"limits_version":0,"limits_position":null,"in_use":{"cores":2},"reservations":[["00000000-0000-0000-0000-000000000001",{"cores":2},"committed",1700000000000,1700000060000,1700000000005,2,17,null,null],["00000000-0000-0000-0000-000000000002",{"cores":6},"held",1700000000000,1700000060000,1700000000000,3,null,[2,5,3],"alice"]],"users":{"alice":{"overrides":{"cores":8},"limits_version":4,"limits_position":21,"in_use":{"cores":1}}}}"#;
         let snapshot = EncodedSnapshot {
-            version: 3,
-            format: 2,
+            version: 4,
+            format: 3,
             data: data.into(),
         };
         let state = ProjectState::from_snapshot(ProjectId::parse("p").unwrap(), &snapshot).unwrap();
         let reservation = state.reservation(&id(1)).unwrap();
         assert_eq!(reservation.status, ReservationStatus::Committed);
         assert_eq!(reservation.position, Some(17));
-        assert_eq!(reservation.count, None);
+        assert_eq!((reservation.count, reservation.user.clone()), (None, None));
         let counted = state.reservation(&id(2)).unwrap();
         assert_eq!(
             counted.count,
@@ -379,25 +470,39 @@ mod tests {
                 granted: 3
             })
         );
+        assert_eq!(counted.user, Some(alice()));
         assert_eq!(state.in_use(&r("cores")), 2);
         assert_eq!(state.limits_version, Some(0));
+        let user = state.user(&alice()).unwrap();
+        assert_eq!(user.in_use(&r("cores")), 1);
+        assert_eq!(
+            state.user_override(&alice(), &r("cores")),
+            Limit::new(8).ok()
+        );
+        assert_eq!(
+            (user.limits_version, user.limits_position),
+            (Some(4), Some(21))
+        );
         assert_eq!(state.to_snapshot().unwrap(), snapshot, "written as read");
     }
 
-    /// A format-1 snapshot (before counts) is not read: the project is folded from its events
-    /// and snapshotted anew.
+    /// Snapshots of earlier formats (before counts, before users) are not read: the project is
+    /// folded from its events and snapshotted anew.
     #[test]
-    fn format_1_snapshots_are_not_read() {
-        let data = r#"{"version":2,"overrides":{"cores":-1},"limits_version":0,"limits_position":null,"in_use":{"cores":2},"reservations":[["00000000-0000-0000-0000-000000000001",{"cores":2},"committed",1700000000000,1700000060000,1700000000005,2,17]]}"#;
-        let snapshot = EncodedSnapshot {
-            version: 2,
-            format: 1,
-            data: data.into(),
-        };
-        assert_eq!(
-            ProjectState::from_snapshot(ProjectId::parse("p").unwrap(), &snapshot),
-            Err(SnapshotError::OtherFormat(1))
-        );
+    fn earlier_formats_are_not_read() {
+        let format_1 = r#"{"version":2,"overrides":{"cores":-1},"limits_version":0,"limits_position":null,"in_use":{"cores":2},"reservations":[["00000000-0000-0000-0000-000000000001",{"cores":2},"committed",1700000000000,1700000060000,1700000000005,2,17]]}"#;
+        let format_2 = r#"{"version":2,"overrides":{"cores":-1},"limits_version":0,"limits_position":null,"in_use":{"cores":2},"reservations":[["00000000-0000-0000-0000-000000000001",{"cores":2},"committed",1700000000000,1700000060000,1700000000005,2,17,null]]}"#;
+        for (format, data) in [(1, format_1), (2, format_2)] {
+            let snapshot = EncodedSnapshot {
+                version: 2,
+                format,
+                data: data.into(),
+            };
+            assert_eq!(
+                ProjectState::from_snapshot(ProjectId::parse("p").unwrap(), &snapshot),
+                Err(SnapshotError::OtherFormat(format))
+            );
+        }
     }
 
     #[test]

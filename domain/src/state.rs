@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::{
     Counted, Deltas, Event, Limit, Limits, ProjectId, ReleaseReason, ReservationId, ResourceName,
-    Timestamp,
+    Timestamp, UserId,
 };
 
 /// The position in a stream: `None` before its first event, then 0, 1, 2, ...
@@ -61,6 +61,8 @@ pub struct Reservation {
     pub deltas: Deltas,
     /// A counted reserve's range and grant; `None` for a plain one.
     pub count: Option<Counted>,
+    /// The user inside the project it is for; `None` for the project alone.
+    pub user: Option<UserId>,
     pub status: ReservationStatus,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
@@ -89,6 +91,28 @@ pub struct Usage {
     pub releasing: i64,
 }
 
+/// A user's part of a project (SPEC rule 8): its own overrides and its committed usage.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UserState {
+    pub overrides: Limits,
+    /// The stream version of the user's last limits event, and its global position once known.
+    pub limits_version: StreamVersion,
+    pub limits_position: Option<u64>,
+    pub(crate) in_use: BTreeMap<ResourceName, i64>,
+}
+
+impl UserState {
+    pub fn in_use(&self, resource: &ResourceName) -> i64 {
+        self.in_use.get(resource).copied().unwrap_or(0)
+    }
+}
+
+/// `in_use` after `delta` is taken out of it: never below zero (SPEC rule 10: a release after
+/// a correction stops at zero).
+pub(crate) fn taken_out(in_use: i64, delta: i64) -> i64 {
+    in_use.saturating_sub(delta).max(0)
+}
+
 /// One project's state: its overrides, usage, and every reservation it ever had.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProjectState {
@@ -101,6 +125,7 @@ pub struct ProjectState {
     pub(crate) in_use: BTreeMap<ResourceName, i64>,
     pub(crate) reservations: HashMap<ReservationId, Reservation>,
     pub(crate) held: BTreeSet<ReservationId>,
+    pub(crate) users: BTreeMap<UserId, UserState>,
 }
 
 impl ProjectState {
@@ -114,7 +139,31 @@ impl ProjectState {
             in_use: BTreeMap::new(),
             reservations: HashMap::new(),
             held: BTreeSet::new(),
+            users: BTreeMap::new(),
         }
+    }
+
+    /// A user's overrides and usage, if it ever had any.
+    pub fn user(&self, user: &UserId) -> Option<&UserState> {
+        self.users.get(user)
+    }
+
+    /// Every user with overrides or usage of its own.
+    pub fn users(&self) -> impl Iterator<Item = (&UserId, &UserState)> {
+        self.users.iter()
+    }
+
+    /// The user's own override for a resource: its only cap besides the project's (rule 8).
+    pub fn user_override(&self, user: &UserId, resource: &ResourceName) -> Option<Limit> {
+        self.users
+            .get(user)
+            .and_then(|u| u.overrides.get(resource).copied())
+    }
+
+    /// A user's usage of one resource at `now`: its committed usage and its live holds.
+    pub fn user_usage(&self, user: &UserId, resource: &ResourceName, now: Timestamp) -> Usage {
+        let in_use = self.users.get(user).map_or(0, |u| u.in_use(resource));
+        self.usage_of(in_use, Some(user), resource, now)
     }
 
     pub fn reservation(&self, id: &ReservationId) -> Option<&Reservation> {
@@ -140,11 +189,26 @@ impl ProjectState {
     /// Usage of one resource at `now`. Sums saturate: the decisions check every sum before
     /// granting, so saturation can only show in a state no decision would have produced.
     pub fn usage(&self, resource: &ResourceName, now: Timestamp) -> Usage {
+        self.usage_of(self.in_use(resource), None, resource, now)
+    }
+
+    /// `in_use` with the live holds of `user` (every hold when `None`) at `now`.
+    fn usage_of(
+        &self,
+        in_use: i64,
+        user: Option<&UserId>,
+        resource: &ResourceName,
+        now: Timestamp,
+    ) -> Usage {
         let mut usage = Usage {
-            in_use: self.in_use(resource),
+            in_use,
             ..Usage::default()
         };
-        for hold in self.held().filter(|r| r.is_live_hold(now)) {
+        let holds = self
+            .held()
+            .filter(|r| r.is_live_hold(now))
+            .filter(|r| user.is_none() || r.user.as_ref() == user);
+        for hold in holds {
             let delta = hold.deltas.get(resource);
             if delta > 0 {
                 usage.reserved = usage.reserved.saturating_add(delta);
@@ -195,6 +259,7 @@ impl ProjectState {
                 deltas,
                 expires_at,
                 count,
+                user,
             } => {
                 self.reservations.insert(
                     *reservation_id,
@@ -202,6 +267,7 @@ impl ProjectState {
                         id: *reservation_id,
                         deltas: deltas.clone(),
                         count: *count,
+                        user: user.clone(),
                         status: ReservationStatus::Held,
                         created_at: at,
                         expires_at: *expires_at,
@@ -224,9 +290,18 @@ impl ProjectState {
                 r.status_version = version;
                 r.position = None;
                 self.held.remove(reservation_id);
+                let user = r
+                    .user
+                    .as_ref()
+                    .map(|u| self.users.entry(u.clone()).or_default());
+                let mut user_in_use = user.map(|u| &mut u.in_use);
                 for (resource, delta) in r.deltas.iter() {
                     let used = self.in_use.entry(resource.clone()).or_default();
                     *used = used.saturating_add(delta);
+                    if let Some(user_in_use) = user_in_use.as_deref_mut() {
+                        let used = user_in_use.entry(resource.clone()).or_default();
+                        *used = used.saturating_add(delta);
+                    }
                 }
             }
             Event::ReservationReleased {
@@ -246,18 +321,50 @@ impl ProjectState {
                 r.position = None;
                 self.held.remove(reservation_id);
                 if was == ReservationStatus::Committed {
+                    let user = r
+                        .user
+                        .as_ref()
+                        .map(|u| self.users.entry(u.clone()).or_default());
+                    let mut user_in_use = user.map(|u| &mut u.in_use);
                     for (resource, delta) in r.deltas.iter() {
                         let used = self.in_use.entry(resource.clone()).or_default();
-                        *used = used.saturating_sub(delta);
+                        *used = taken_out(*used, delta);
+                        if let Some(user_in_use) = user_in_use.as_deref_mut() {
+                            let used = user_in_use.entry(resource.clone()).or_default();
+                            *used = taken_out(*used, delta);
+                        }
                     }
                 }
             }
             Event::UsageCorrected {
                 resource,
+                in_use_before,
                 in_use_after,
+                user,
                 ..
-            } => {
-                self.in_use.insert(resource.clone(), *in_use_after);
+            } => match user {
+                None => {
+                    self.in_use.insert(resource.clone(), *in_use_after);
+                }
+                Some(user) => {
+                    let user = self.users.entry(user.clone()).or_default();
+                    user.in_use.insert(resource.clone(), *in_use_after);
+                    let used = self.in_use.entry(resource.clone()).or_default();
+                    *used = taken_out(*used, in_use_before.saturating_sub(*in_use_after));
+                }
+            },
+            Event::UserLimitsSet { user, limits, .. } => {
+                let user = self.users.entry(user.clone()).or_default();
+                user.overrides
+                    .extend(limits.iter().map(|(r, l)| (r.clone(), *l)));
+                user.limits_version = Some(version);
+                user.limits_position = None;
+            }
+            Event::UserLimitsReset { user } => {
+                let user = self.users.entry(user.clone()).or_default();
+                user.overrides.clear();
+                user.limits_version = Some(version);
+                user.limits_position = None;
             }
         }
     }
@@ -269,6 +376,13 @@ impl ProjectState {
             Event::LimitsSet { .. } | Event::LimitsReset => {
                 if self.limits_version == Some(version) {
                     self.limits_position = Some(position);
+                }
+            }
+            Event::UserLimitsSet { user, .. } | Event::UserLimitsReset { user } => {
+                if let Some(user) = self.users.get_mut(user) {
+                    if user.limits_version == Some(version) {
+                        user.limits_position = Some(position);
+                    }
                 }
             }
             _ => {
@@ -291,11 +405,17 @@ impl ProjectState {
         let limits = self
             .limits_version
             .filter(|_| self.limits_position.is_none());
+        let user_limits = self
+            .users
+            .values()
+            .filter(|u| u.limits_position.is_none())
+            .filter_map(|u| u.limits_version);
         self.reservations
             .values()
             .filter(|r| r.position.is_none())
             .map(|r| r.status_version)
             .chain(limits)
+            .chain(user_limits)
             .min()
     }
 

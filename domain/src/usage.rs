@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::state::taken_out;
 use crate::{Deltas, Event, Limits, ReservationId, ResourceName, Timestamp};
 
 /// A reservation that still matters: held (its positive deltas count as reserved until
@@ -109,7 +110,7 @@ impl ProjectUsage {
                 } else if let Some(kept) = self.committed.remove(reservation_id) {
                     for (resource, delta) in kept.deltas.iter() {
                         let used = self.in_use.entry(resource.clone()).or_default();
-                        *used = used.saturating_sub(delta);
+                        *used = taken_out(*used, delta);
                         change.in_use.push(resource.clone());
                     }
                     change.reservation = Some(*reservation_id);
@@ -117,12 +118,21 @@ impl ProjectUsage {
             }
             Event::UsageCorrected {
                 resource,
+                in_use_before,
                 in_use_after,
+                user,
                 ..
             } => {
-                self.in_use.insert(resource.clone(), *in_use_after);
+                let used = self.in_use.entry(resource.clone()).or_default();
+                *used = match user {
+                    None => *in_use_after,
+                    // A user's correction moves the project's in_use by the same amount.
+                    Some(_) => taken_out(*used, in_use_before.saturating_sub(*in_use_after)),
+                };
                 change.in_use.push(resource.clone());
             }
+            // A user's limits cap only reserves; the views keep the project's usage.
+            Event::UserLimitsSet { .. } | Event::UserLimitsReset { .. } => {}
         }
         change
     }
@@ -139,13 +149,18 @@ mod tests {
 
     use super::*;
     use crate::tests::{deltas, id, r};
-    use crate::{Limit, ProjectId, ProjectState, ReleaseReason, ReservationStatus};
+    use crate::{Limit, ProjectId, ProjectState, ReleaseReason, ReservationStatus, UserId};
 
     const RESOURCES: [&str; 3] = ["cores", "ram", "gpus"];
 
     /// (kind, reservation, amounts, seconds to expiry, release reason)
     fn step() -> impl Strategy<Value = (u8, u128, (i64, i64), i64, u8)> {
-        (0u8..9, 0u128..5, (-3i64..6, -2i64..4), 1i64..60, 0u8..3)
+        (0u8..11, 0u128..5, (-3i64..6, -2i64..4), 1i64..60, 0u8..3)
+    }
+
+    /// No user, or one of two.
+    fn user(pick: u8) -> Option<UserId> {
+        [None, Some("alice"), Some("bob")][usize::from(pick)].map(|u| UserId::parse(u).unwrap())
     }
 
     fn event(
@@ -169,6 +184,7 @@ mod tests {
                 reservation_id: id(n),
                 deltas: some_deltas(),
                 expires_at: now + Duration::seconds(expires_s),
+                user: user(reason),
             },
             2 | 3 => Event::ReservationCommitted {
                 reservation_id: id(n),
@@ -192,9 +208,18 @@ mod tests {
             6 => Event::LimitsReset,
             7 => Event::UsageCorrected {
                 resource: r(RESOURCES[usize::from(reason)]),
-                in_use_before: 0,
+                in_use_before: b.abs(),
                 in_use_after: a.abs(),
                 reason: "recount".into(),
+                user: user(u8::try_from(n % 3).unwrap()),
+            },
+            9 => Event::UserLimitsSet {
+                user: user(1 + reason % 2).unwrap(),
+                limits: [(r("cores"), Limit::new(a.max(-1)).unwrap())].into(),
+                forced: false,
+            },
+            10 => Event::UserLimitsReset {
+                user: user(1 + reason % 2).unwrap(),
             },
             _ => Event::ReservationDenied {
                 count: None,
@@ -202,6 +227,8 @@ mod tests {
                 deltas: some_deltas(),
                 overs: vec![r("cores")],
                 judged: BTreeMap::new(),
+                user: user(reason),
+                user_overs: vec![],
             },
         }
     }

@@ -8,6 +8,10 @@ use uuid::Uuid;
 
 use crate::*;
 
+mod corrections;
+mod counts;
+mod users;
+
 pub(crate) fn r(s: &str) -> ResourceName {
     ResourceName::parse(s).unwrap()
 }
@@ -16,7 +20,7 @@ pub(crate) fn id(n: u128) -> ReservationId {
     ReservationId(Uuid::from_u128(n))
 }
 
-fn t0() -> Timestamp {
+pub(crate) fn t0() -> Timestamp {
     Utc.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap()
 }
 
@@ -24,7 +28,7 @@ pub(crate) fn deltas(pairs: &[(&str, i64)]) -> Deltas {
     Deltas::new(pairs.iter().map(|(k, v)| (r(k), *v)).collect()).unwrap()
 }
 
-fn limits(pairs: &[(&str, i64)]) -> Limits {
+pub(crate) fn limits(pairs: &[(&str, i64)]) -> Limits {
     pairs
         .iter()
         .map(|(k, v)| (r(k), Limit::new(*v).unwrap()))
@@ -32,14 +36,14 @@ fn limits(pairs: &[(&str, i64)]) -> Limits {
 }
 
 /// A project with defaults, built by folding events as the ledger would.
-struct Given {
-    defaults: Defaults,
-    state: ProjectState,
-    now: Timestamp,
+pub(crate) struct Given {
+    pub(crate) defaults: Defaults,
+    pub(crate) state: ProjectState,
+    pub(crate) now: Timestamp,
 }
 
 impl Given {
-    fn defaults(pairs: &[(&str, i64)]) -> Self {
+    pub(crate) fn defaults(pairs: &[(&str, i64)]) -> Self {
         let mut defaults = Defaults::default();
         defaults.apply(&Event::DefaultLimitsSet {
             limits: limits(pairs),
@@ -52,20 +56,20 @@ impl Given {
     }
 
     /// Decide and apply; panics unless granted.
-    fn ok(&mut self, command: Command) -> Vec<Event> {
+    pub(crate) fn ok(&mut self, command: Command) -> Vec<Event> {
         let d = self.when(&command);
         assert!(d.answer.is_ok(), "{command:?} refused: {:?}", d.answer);
         self.apply(&d.events);
         d.events
     }
 
-    fn apply(&mut self, events: &[Event]) {
+    pub(crate) fn apply(&mut self, events: &[Event]) {
         for e in events {
             self.state.apply(e, self.now);
         }
     }
 
-    fn when(&self, command: &Command) -> Decision {
+    pub(crate) fn when(&self, command: &Command) -> Decision {
         decide(command, &self.state, &self.defaults, self.now)
     }
 
@@ -75,13 +79,14 @@ impl Given {
         d
     }
 
-    fn usage(&self, res: &str) -> Usage {
+    pub(crate) fn usage(&self, res: &str) -> Usage {
         self.state.usage(&r(res), self.now)
     }
 }
 
-fn reserve_cmd(n: u128, pairs: &[(&str, i64)]) -> Command {
+pub(crate) fn reserve_cmd(n: u128, pairs: &[(&str, i64)]) -> Command {
     Command::Reserve {
+        user: None,
         count: None,
         reservation_id: id(n),
         deltas: deltas(pairs),
@@ -89,13 +94,13 @@ fn reserve_cmd(n: u128, pairs: &[(&str, i64)]) -> Command {
     }
 }
 
-fn commit(n: u128) -> Command {
+pub(crate) fn commit(n: u128) -> Command {
     Command::Commit {
         reservation_id: id(n),
     }
 }
 
-fn release(n: u128) -> Command {
+pub(crate) fn release(n: u128) -> Command {
     Command::Release {
         reservation_id: id(n),
     }
@@ -110,6 +115,7 @@ fn reserve_within_limit_is_held() {
     assert_eq!(
         events,
         vec![Event::ReservationRequested {
+            user: None,
             count: None,
             reservation_id: id(1),
             deltas: deltas(&[("instances", 3)]),
@@ -269,6 +275,7 @@ fn freeing_or_committing_never_takes_in_use_below_zero() {
     );
     // A correction to zero, then committing the -1, would go below zero too.
     g.ok(Command::CorrectUsage {
+        user: None,
         in_use: [(r("cores"), 0)].into(),
         reason: Reason::parse("recount").unwrap(),
     });
@@ -325,12 +332,14 @@ fn commit_after_expiry_is_refused_and_the_expiry_recorded() {
 fn the_sweeper_releases_exactly_the_expired_holds() {
     let mut g = Given::defaults(&[("instances", 5)]);
     g.ok(Command::Reserve {
+        user: None,
         count: None,
         reservation_id: id(1),
         deltas: deltas(&[("instances", 1)]),
         expires_in_s: 10,
     });
     g.ok(Command::Reserve {
+        user: None,
         count: None,
         reservation_id: id(2),
         deltas: deltas(&[("instances", 1)]),
@@ -438,6 +447,7 @@ fn reserve_with_the_same_id_and_another_body_is_a_mismatch() {
         Err(Refusal::IdempotencyMismatch)
     );
     let other_expiry = Command::Reserve {
+        user: None,
         count: None,
         reservation_id: id(1),
         deltas: deltas(&[("instances", 1)]),
@@ -558,98 +568,11 @@ fn a_resource_without_default_is_unknown() {
 }
 
 #[test]
-fn usage_corrections_set_in_use() {
-    let mut g = Given::defaults(&[("cores", 10)]);
-    g.ok(reserve_cmd(1, &[("cores", 4)]));
-    g.ok(commit(1));
-    let events = g.ok(Command::CorrectUsage {
-        in_use: [(r("cores"), 1)].into(),
-        reason: Reason::parse("hypervisor audit").unwrap(),
-    });
-    assert_eq!(
-        events,
-        vec![Event::UsageCorrected {
-            resource: r("cores"),
-            in_use_before: 4,
-            in_use_after: 1,
-            reason: "hypervisor audit".into()
-        }]
-    );
-    assert_eq!(g.usage("cores").in_use, 1);
-    assert!(matches!(
-        g.when(&Command::CorrectUsage {
-            in_use: [(r("cores"), -1)].into(),
-            reason: Reason::parse("x").unwrap()
-        })
-        .answer,
-        Err(Refusal::Invalid(InvalidInput::NegativeUsage(-1)))
-    ));
-}
-
-/// Given a project with cores 4 and ram 8 in use, when an operator recounts cores 4, ram 2
-/// and instances 1, then one event per changed resource is recorded (none for cores, which
-/// was right), and usage follows them.
-#[test]
-fn a_correction_records_only_what_changes() {
-    let mut g = Given::defaults(&[("cores", 10), ("ram", -1), ("instances", 5)]);
-    g.ok(reserve_cmd(1, &[("cores", 4), ("ram", 8)]));
-    g.ok(commit(1));
-    let events = g.ok(Command::CorrectUsage {
-        in_use: [(r("cores"), 4), (r("ram"), 2), (r("instances"), 1)].into(),
-        reason: Reason::parse("recount").unwrap(),
-    });
-    let corrected: Vec<(ResourceName, i64, i64)> = events
-        .iter()
-        .map(|e| match e {
-            Event::UsageCorrected {
-                resource,
-                in_use_before,
-                in_use_after,
-                ..
-            } => (resource.clone(), *in_use_before, *in_use_after),
-            other => panic!("{other:?}"),
-        })
-        .collect();
-    assert_eq!(corrected, vec![(r("instances"), 0, 1), (r("ram"), 8, 2)]);
-    assert_eq!(g.usage("ram").in_use, 2);
-    assert_eq!(g.usage("instances").in_use, 1);
-    // The same recount again changes nothing and records nothing.
-    let again = g.ok(Command::CorrectUsage {
-        in_use: [(r("cores"), 4), (r("ram"), 2)].into(),
-        reason: Reason::parse("recount").unwrap(),
-    });
-    assert!(again.is_empty());
-}
-
-/// When a correction names an unknown resource among known ones, or nothing, then it is
-/// refused whole.
-#[test]
-fn a_correction_is_all_or_nothing() {
-    let g = Given::defaults(&[("cores", 10)]);
-    let refused = g.when(&Command::CorrectUsage {
-        in_use: [(r("cores"), 1), (r("gpus"), 1)].into(),
-        reason: Reason::parse("recount").unwrap(),
-    });
-    assert!(refused.events.is_empty());
-    assert_eq!(
-        refused.answer,
-        Err(Refusal::UnknownResource(vec![r("gpus")]))
-    );
-    let empty = g.when(&Command::CorrectUsage {
-        in_use: BTreeMap::new(),
-        reason: Reason::parse("recount").unwrap(),
-    });
-    assert_eq!(
-        empty.answer,
-        Err(Refusal::Invalid(InvalidInput::EmptyCorrection))
-    );
-}
-
-#[test]
 fn expiry_bounds_are_checked() {
     let g = Given::defaults(&[("cores", 10)]);
     for bad in [0, MAX_EXPIRES_IN_S + 1] {
         let d = g.when(&Command::Reserve {
+            user: None,
             count: None,
             reservation_id: id(1),
             deltas: deltas(&[("cores", 1)]),
@@ -709,7 +632,7 @@ mod model {
             for ((kind, n, amount, expires), advance_s) in steps {
                 g.now += Duration::seconds(advance_s);
                 let cmd = match kind {
-                    0 | 1 => Command::Reserve { count: None, reservation_id: id(n), deltas: deltas(&[("cores", amount)]), expires_in_s: expires },
+                    0 | 1 => Command::Reserve { user: None, count: None, reservation_id: id(n), deltas: deltas(&[("cores", amount)]), expires_in_s: expires },
                     2 => commit(n),
                     3 => release(n),
                     _ => Command::Expire,
@@ -726,110 +649,5 @@ mod model {
                 prop_assert_eq!(back.as_ref(), Ok(&g.state));
             }
         }
-    }
-}
-
-// Rule 9: counted reserves.
-
-fn counted_cmd(n: u128, pairs: &[(&str, i64)], min: u32, max: u32) -> Command {
-    Command::Reserve {
-        count: Some(CountRange::new(min, max).unwrap()),
-        reservation_id: id(n),
-        deltas: deltas(pairs),
-        expires_in_s: 3600,
-    }
-}
-
-/// Given instances 10 (3 held) and cores 20, when a reserve of 1 instance and 4 cores a unit
-/// asks for 1 to 8 units, then 5 are granted (cores allow 20 / 4 = 5, instances 7): the
-/// reservation records count 5 and the multiplied deltas.
-#[test]
-fn a_counted_reserve_gets_the_largest_count_that_fits() {
-    let mut g = Given::defaults(&[("instances", 10), ("cores", 20)]);
-    g.ok(reserve_cmd(1, &[("instances", 3)]));
-    let events = g.ok(counted_cmd(2, &[("instances", 1), ("cores", 4)], 1, 8));
-    assert_eq!(
-        events,
-        vec![Event::ReservationRequested {
-            reservation_id: id(2),
-            deltas: deltas(&[("instances", 5), ("cores", 20)]),
-            expires_at: t0() + Duration::hours(1),
-            count: Some(Counted {
-                range: CountRange::new(1, 8).unwrap(),
-                granted: 5,
-            }),
-        }]
-    );
-    assert_eq!(g.usage("instances").reserved, 8);
-    // Room for 2 instances is left: a range up to 3 gets 2; up to 1 gets 1.
-    let events = g.ok(counted_cmd(3, &[("instances", 1)], 1, 3));
-    let Event::ReservationRequested { count, .. } = &events[0] else {
-        panic!("{events:?}")
-    };
-    assert_eq!(count.map(|c| c.granted), Some(2));
-}
-
-/// When even `min` units do not fit, then the reserve is denied (and audited) with the
-/// largest count that would fit, 0 if none.
-#[test]
-fn a_counted_reserve_below_its_minimum_is_denied_with_max_count() {
-    let g = Given::defaults(&[("instances", 10)]);
-    let d = g.when(&counted_cmd(1, &[("instances", 3)], 4, 6));
-    let Err(Refusal::OverQuota {
-        overs, max_count, ..
-    }) = &d.answer
-    else {
-        panic!("{:?}", d.answer)
-    };
-    assert_eq!(overs, &vec![r("instances")]);
-    assert_eq!(*max_count, Some(3));
-    let Event::ReservationDenied {
-        deltas: asked,
-        count,
-        ..
-    } = &d.events[0]
-    else {
-        panic!("{:?}", d.events)
-    };
-    assert_eq!(
-        asked,
-        &deltas(&[("instances", 12)]),
-        "judged on the minimum"
-    );
-    assert_eq!(*count, Some(CountRange::new(4, 6).unwrap()));
-    let none = g.when(&counted_cmd(2, &[("instances", 11)], 1, 2));
-    assert!(matches!(
-        none.answer,
-        Err(Refusal::OverQuota {
-            max_count: Some(0),
-            ..
-        })
-    ));
-}
-
-/// A counted reserve is idempotent with its `reservation_id`, the count range part of the body.
-#[test]
-fn a_counted_reserve_repeats_only_with_the_same_range() {
-    let mut g = Given::defaults(&[("instances", 10)]);
-    g.ok(counted_cmd(1, &[("instances", 2)], 1, 3));
-    assert!(g.ok(counted_cmd(1, &[("instances", 2)], 1, 3)).is_empty());
-    for other in [
-        counted_cmd(1, &[("instances", 2)], 1, 4),
-        counted_cmd(1, &[("instances", 6)], 1, 3),
-        reserve_cmd(1, &[("instances", 6)]),
-    ] {
-        assert_eq!(g.when(&other).answer, Err(Refusal::IdempotencyMismatch));
-    }
-}
-
-#[test]
-fn count_ranges_are_checked() {
-    assert!(CountRange::new(1, 1).is_ok());
-    assert!(CountRange::new(1, crate::limits::MAX_COUNT).is_ok());
-    for (min, max) in [(0, 1), (2, 1), (1, crate::limits::MAX_COUNT + 1)] {
-        assert_eq!(
-            CountRange::new(min, max),
-            Err(InvalidInput::Count { min, max })
-        );
     }
 }
