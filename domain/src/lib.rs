@@ -27,6 +27,7 @@ mod tests;
 pub use codec::{decode, encode, DecodeError, Encoded, CURRENT_SCHEMA_VERSION};
 pub use decide::{
     decide, decide_defaults, Command, Correction, Decision, Outcome, Refusal, ResourceStanding,
+    UserStanding,
 };
 pub use events::{Event, Judged, ReleaseReason, Timestamp, EVENT_TYPES};
 pub use ids::{
@@ -38,7 +39,9 @@ pub use limits::{
 };
 pub use quantity::{check_limits, checked_add, CountRange, Counted, Deltas, Limit, Limits};
 pub use snapshot::{EncodedSnapshot, SnapshotError, SNAPSHOT_FORMAT};
-pub use state::{Defaults, ProjectState, Reservation, ReservationStatus, StreamVersion, Usage};
+pub use state::{
+    Defaults, ProjectState, Reservation, ReservationStatus, StreamVersion, Usage, UserState,
+};
 pub use text::{is_control, Actor, ClientRequestId, Reason};
 pub use usage::{LiveReservation, ProjectUsage, UsageChange};
 

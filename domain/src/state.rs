@@ -237,6 +237,35 @@ impl ProjectState {
             .collect()
     }
 
+    /// A user's usage of every resource the project has a limit for or the user uses, with the
+    /// user's limit: its own override, else the project's effective limit.
+    pub fn user_usage_all(
+        &self,
+        user: &UserId,
+        defaults: &Defaults,
+        now: Timestamp,
+    ) -> BTreeMap<ResourceName, (Option<Limit>, Usage)> {
+        let own = self.users.get(user);
+        let mut names: BTreeSet<&ResourceName> = defaults.limits.keys().collect();
+        names.extend(self.overrides.keys());
+        if let Some(own) = own {
+            names.extend(own.overrides.keys());
+            names.extend(own.in_use.keys());
+        }
+        for hold in self.held().filter(|h| h.user.as_ref() == Some(user)) {
+            names.extend(hold.deltas.resources());
+        }
+        names
+            .into_iter()
+            .map(|r| {
+                let limit = self
+                    .user_override(user, r)
+                    .or_else(|| self.limit(defaults, r));
+                (r.clone(), (limit, self.user_usage(user, r, now)))
+            })
+            .collect()
+    }
+
     /// Fold one event recorded at `at` into the state.
     pub fn apply(&mut self, event: &Event, at: Timestamp) {
         let version = next_version(self.version);

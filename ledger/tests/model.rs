@@ -593,6 +593,7 @@ fn domain_command(command: &Cmd, id: Uuid) -> Command {
             count,
             ..
         } => Command::Reserve {
+            user: None,
             reservation_id,
             deltas: deltas_of(deltas),
             expires_in_s: *expires_in,
@@ -607,6 +608,7 @@ fn domain_command(command: &Cmd, id: Uuid) -> Command {
         Cmd::ResetLimits => Command::ResetLimits,
         Cmd::Expire => Command::Expire,
         Cmd::Correct { resource, in_use } => Command::CorrectUsage {
+            user: None,
             in_use: [(res(RESOURCES[*resource]), *in_use)].into(),
             reason: domain::Reason::parse("model test").unwrap(),
         },

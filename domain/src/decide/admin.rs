@@ -44,8 +44,12 @@ pub(super) fn set_limits(
         None => state.overrides.get(resource).copied(),
         Some(user) => state.user_override(user, resource),
     };
+    let outcome = match user {
+        None => Outcome::Limits,
+        Some(user) => Outcome::UserLimits(user.clone()),
+    };
     if limits.iter().all(|(r, l)| overridden(r) == Some(*l)) {
-        return Ok(Decision::grant(vec![], Outcome::Limits));
+        return Ok(Decision::grant(vec![], outcome));
     }
     let limits = limits.clone();
     let forced = force && !below.is_empty();
@@ -57,7 +61,7 @@ pub(super) fn set_limits(
             forced,
         },
     };
-    Ok(Decision::grant(vec![event], Outcome::Limits))
+    Ok(Decision::grant(vec![event], outcome))
 }
 
 pub(super) fn correct_usage(

@@ -180,6 +180,8 @@ fn join<'a>(names: impl IntoIterator<Item = &'a ResourceName>) -> String {
 pub enum Outcome {
     Reservation(ReservationId),
     Limits,
+    /// A user's limits were set or reset.
+    UserLimits(UserId),
     Expired(usize),
     /// The resources whose in_use changed (an unchanged one is left out).
     UsageCorrected(Vec<Correction>),
@@ -284,7 +286,7 @@ pub fn decide(
                 .map(|_| Event::UserLimitsReset { user: user.clone() })
                 .into_iter()
                 .collect(),
-            Outcome::Limits,
+            Outcome::UserLimits(user.clone()),
         )),
         Command::Expire => Ok(holds::expire(state, now)),
         Command::CorrectUsage {

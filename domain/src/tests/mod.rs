@@ -1,8 +1,6 @@
 //! Given events, when a command, then events or a refusal: one test per rule of SPEC.md,
 //! including the cases Nova's quota code got wrong.
 
-use std::collections::BTreeMap;
-
 use chrono::{Duration, TimeZone, Utc};
 use uuid::Uuid;
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use domain::{
     Correction, Counted, Defaults, Deltas, Limit, Outcome, ProjectId, ProjectState, Reservation,
-    ReservationId, ReservationStatus, ResourceName, StreamVersion, Timestamp,
+    ReservationId, ReservationStatus, ResourceName, StreamVersion, Timestamp, UserId,
 };
 
 use super::execute::Written;
@@ -21,6 +21,8 @@ pub struct ReservationView {
     pub deltas: Deltas,
     /// A counted reserve's range and grant.
     pub count: Option<Counted>,
+    /// The user inside the project it is for.
+    pub user: Option<UserId>,
     pub status: ReservationStatus,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
@@ -31,6 +33,8 @@ pub struct ReservationView {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LimitSource {
+    /// A user's own override.
+    User,
     Project,
     Default,
 }
@@ -38,18 +42,20 @@ pub enum LimitSource {
 impl LimitSource {
     pub fn as_str(self) -> &'static str {
         match self {
+            LimitSource::User => "user",
             LimitSource::Project => "project",
             LimitSource::Default => "default",
         }
     }
 }
 
-/// A project's effective limits.
+/// A project's effective limits, or a user's (its own overrides, else the project's).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LimitsView {
     pub project: ProjectId,
+    pub user: Option<UserId>,
     pub limits: BTreeMap<ResourceName, (Limit, LimitSource)>,
-    /// Position of the last limits event of the project (0 if it never had one).
+    /// Position of the last limits event of the project, or of the user (0 if none).
     pub position: Position,
 }
 
@@ -57,6 +63,7 @@ pub struct LimitsView {
 /// set them: its version, and its position if the state knows it yet.
 #[derive(Clone, Debug)]
 pub(super) struct EffectiveLimits {
+    user: Option<UserId>,
     limits: BTreeMap<ResourceName, (Limit, LimitSource)>,
     position: Option<Position>,
     version: StreamVersion,
@@ -73,10 +80,24 @@ impl EffectiveLimits {
             limits.insert(r.clone(), (*l, LimitSource::Project));
         }
         EffectiveLimits {
+            user: None,
             limits,
             position: state.limits_position,
             version: state.limits_version,
         }
+    }
+
+    /// A user's: its own overrides over the project's effective limits, and its limits event.
+    pub(super) fn of_user(state: &ProjectState, defaults: &Defaults, user: &UserId) -> Self {
+        let mut effective = Self::of(state, defaults);
+        let own = state.user(user);
+        for (r, l) in own.into_iter().flat_map(|u| &u.overrides) {
+            effective.limits.insert(r.clone(), (*l, LimitSource::User));
+        }
+        effective.user = Some(user.clone());
+        effective.position = own.and_then(|u| u.limits_position);
+        effective.version = own.and_then(|u| u.limits_version);
+        effective
     }
 }
 
@@ -97,6 +118,9 @@ impl Granted {
         match outcome {
             Outcome::Reservation(id) => Granted::Reservation(state.reservation(&id).cloned()),
             Outcome::Limits => Granted::Limits(EffectiveLimits::of(state, defaults)),
+            Outcome::UserLimits(user) => {
+                Granted::Limits(EffectiveLimits::of_user(state, defaults, &user))
+            }
             Outcome::Expired(count) => Granted::Expired(count),
             Outcome::UsageCorrected(corrections) => Granted::UsageCorrected(corrections),
         }
@@ -122,6 +146,7 @@ impl Ledger {
             project: project.clone(),
             deltas: reservation.deltas,
             count: reservation.count,
+            user: reservation.user,
             status: reservation.status,
             created_at: reservation.created_at,
             expires_at: reservation.expires_at,
@@ -143,6 +168,7 @@ impl Ledger {
         };
         Ok(LimitsView {
             project: project.clone(),
+            user: limits.user,
             limits: limits.limits,
             position,
         })

@@ -4,12 +4,11 @@
 use std::collections::BTreeMap;
 
 use domain::{
-    decide, Command, CountRange, Deltas, Event, Refusal, ReservationId, ResourceName,
-    ResourceStanding,
+    decide, Defaults, Event, ProjectState, Refusal, ResourceName, ResourceStanding, Timestamp,
+    UserId, UserStanding,
 };
-use uuid::Uuid;
 
-use super::{Ledger, LedgerError};
+use super::{Ledger, LedgerError, ReserveRequest};
 
 /// What a reserve would be answered now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,6 +24,8 @@ pub struct DryRun {
     pub count: Option<u32>,
     /// A counted reserve denied: the largest count that would fit (0 if none).
     pub max_count: Option<u32>,
+    /// A reserve for a user: how it stands against the user's own limits.
+    pub user: Option<UserStanding>,
 }
 
 impl Ledger {
@@ -34,17 +35,13 @@ impl Ledger {
     pub async fn dry_run_reserve(
         &self,
         project: &domain::ProjectId,
-        reservation_id: Option<ReservationId>,
-        deltas: Deltas,
-        count: Option<CountRange>,
-        expires_in_s: u32,
+        request: ReserveRequest,
     ) -> Result<DryRun, LedgerError> {
-        let reservation_id = reservation_id.unwrap_or_else(|| ReservationId(Uuid::now_v7()));
-        let command = Command::Reserve {
-            count,
-            reservation_id,
-            deltas: deltas.clone(),
-            expires_in_s,
+        let deltas = request.deltas.clone();
+        let user = request.user.clone();
+        let command = request.command();
+        let domain::Command::Reserve { reservation_id, .. } = command else {
+            unreachable!("a reserve request is a reserve command")
         };
         let now = self.clock.now();
         let judged = self
@@ -59,41 +56,66 @@ impl Ledger {
                         .and_then(|r| r.count)
                         .map(|c| c.granted),
                 };
-                let standing: BTreeMap<ResourceName, ResourceStanding> = deltas
-                    .resources()
-                    .filter_map(|resource| {
-                        let limit = state.limit(defaults, resource)?;
-                        let usage = state.usage(resource, now);
-                        Some((resource.clone(), ResourceStanding::of(limit, &usage)))
-                    })
-                    .collect();
-                (decision.answer, standing, granted_count)
+                let project = standing(state, defaults, now, deltas.resources(), None);
+                let user = user.as_ref().map(|user| UserStanding {
+                    standing: standing(state, defaults, now, deltas.resources(), Some(user)),
+                    user: user.clone(),
+                    overs: vec![],
+                });
+                (decision.answer, project, granted_count, user)
             })
             .await?;
         match judged {
-            (Ok(_), standing, count) => Ok(DryRun {
+            (Ok(_), standing, count, user) => Ok(DryRun {
                 granted: true,
                 overs: Vec::new(),
                 standing,
                 count,
                 max_count: None,
+                user,
             }),
             (
                 Err(Refusal::OverQuota {
                     overs,
                     standing,
                     max_count,
+                    user,
                 }),
                 _,
                 _,
+                granted_user,
             ) => Ok(DryRun {
                 granted: false,
                 overs,
                 standing,
                 count: None,
                 max_count,
+                user: user.map(|u| *u).or(granted_user),
             }),
-            (Err(refusal), _, _) => Err(refusal.into()),
+            (Err(refusal), _, _, _) => Err(refusal.into()),
         }
     }
+}
+
+/// The limit and usage of each resource, the project's (`user` is `None`) or a user's.
+fn standing<'a>(
+    state: &ProjectState,
+    defaults: &Defaults,
+    now: Timestamp,
+    resources: impl Iterator<Item = &'a ResourceName>,
+    user: Option<&UserId>,
+) -> BTreeMap<ResourceName, ResourceStanding> {
+    resources
+        .filter_map(|resource| {
+            let limit = state.limit(defaults, resource)?;
+            let (limit, usage) = match user {
+                None => (limit, state.usage(resource, now)),
+                Some(user) => (
+                    state.user_override(user, resource).unwrap_or(limit),
+                    state.user_usage(user, resource, now),
+                ),
+            };
+            Some((resource.clone(), ResourceStanding::of(limit, &usage)))
+        })
+        .collect()
 }

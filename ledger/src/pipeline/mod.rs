@@ -28,8 +28,9 @@
 //! Where each part lives: `execute` (a pass through the pipeline, and reads), `cache` (the
 //! slots and their eviction), `appender` (group commit and fencing), `load` (a state from its
 //! snapshot and tail; when to store a snapshot), `defaults` (the `$defaults` stream), `answers`
-//! (what clients are answered), `dry_run` (a reserve judged without recording it), `encode` (events as the store takes them), and `config`,
-//! `error`, `stats`.
+//! (what clients are answered), `dry_run` (a reserve judged without recording it), `users`
+//! (a reserve's request; users' limits and usage), `encode` (events as the store takes them),
+//! and `config`, `error`, `stats`.
 
 mod answers;
 mod appender;
@@ -42,15 +43,15 @@ mod error;
 mod execute;
 mod load;
 mod stats;
+mod users;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use domain::{
-    Command, Correction, CountRange, Defaults, Deltas, Limits, ProjectId, ProjectState, Reason,
-    Refusal, ReservationId, ResourceName,
+    Command, Correction, Defaults, Deltas, Limits, ProjectId, ProjectState, Reason, Refusal,
+    ReservationId, ResourceName, UserId,
 };
-use uuid::Uuid;
 
 pub use answers::{LimitSource, LimitsView, ReservationView};
 pub use config::{LedgerConfig, DEFAULT_CACHE_MAX_RESERVATIONS};
@@ -58,6 +59,7 @@ pub use dry_run::DryRun;
 pub use error::LedgerError;
 pub use load::load_project;
 pub use stats::LedgerStats;
+pub use users::{ReserveRequest, UserUsage};
 
 use answers::Granted;
 use appender::Appender;
@@ -139,28 +141,25 @@ impl Ledger {
         expires_in_s: u32,
         meta: &Metadata,
     ) -> Result<ReservationView, LedgerError> {
-        self.reserve_counted(project, reservation_id, deltas, None, expires_in_s, meta)
-            .await
-    }
-
-    /// Reserve as [`Ledger::reserve`]; with `count`, `deltas` are per unit and the largest
-    /// count in the range that fits is granted (SPEC rule 9).
-    pub async fn reserve_counted(
-        &self,
-        project: &ProjectId,
-        reservation_id: Option<ReservationId>,
-        deltas: Deltas,
-        count: Option<CountRange>,
-        expires_in_s: u32,
-        meta: &Metadata,
-    ) -> Result<ReservationView, LedgerError> {
-        let reservation_id = reservation_id.unwrap_or_else(|| ReservationId(Uuid::now_v7()));
-        let command = Command::Reserve {
-            count,
+        let request = ReserveRequest {
             reservation_id,
             deltas,
+            count: None,
+            user: None,
             expires_in_s,
         };
+        self.reserve_with(project, request, meta).await
+    }
+
+    /// Reserve as [`Ledger::reserve`], for a user inside the project and with a count range if
+    /// the request names them (SPEC rules 8 and 9).
+    pub async fn reserve_with(
+        &self,
+        project: &ProjectId,
+        request: ReserveRequest,
+        meta: &Metadata,
+    ) -> Result<ReservationView, LedgerError> {
+        let command = request.command();
         self.reservation_command(project, &command, meta).await
     }
 
@@ -243,7 +242,7 @@ impl Ledger {
         self.limits_view(project, limits, &Written::default()).await
     }
 
-    async fn limits_command(
+    pub(super) async fn limits_command(
         &self,
         project: &ProjectId,
         command: &Command,
@@ -279,11 +278,16 @@ impl Ledger {
     pub async fn correct_usage(
         &self,
         project: &ProjectId,
+        user: Option<UserId>,
         in_use: BTreeMap<ResourceName, i64>,
         reason: Reason,
         meta: &Metadata,
     ) -> Result<(Vec<Correction>, Position), LedgerError> {
-        let command = Command::CorrectUsage { in_use, reason };
+        let command = Command::CorrectUsage {
+            in_use,
+            reason,
+            user,
+        };
         let Executed { answer, written } = self.execute(project, &command, meta).await?;
         match answer? {
             Granted::UsageCorrected(corrections) => {
