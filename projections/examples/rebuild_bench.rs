@@ -181,6 +181,7 @@ async fn seed(store: &dyn EventStore, total: usize) {
                 pending[p].push(id);
                 let n = rng.gen_range(1..4);
                 Event::ReservationRequested {
+                    user: None,
                     count: None,
                     reservation_id: id,
                     deltas: Deltas::new(

@@ -22,6 +22,7 @@ pub(crate) struct Filter {
     pub reservation: Option<String>,
     pub actor: Option<String>,
     pub principal: Option<String>,
+    pub user: Option<String>,
     /// Rows to fetch: one more than the page, to know whether another page follows.
     pub limit: i64,
 }
@@ -30,7 +31,7 @@ const CURSOR_PREFIX: &str = "a1:";
 
 /// Parameters an audit row binds, and rows per insert: half the usual rows keep a statement as
 /// far below the backends' parameter limits (see [`ROWS_PER_STATEMENT`]).
-const AUDIT_PARAMETERS_PER_ROW: usize = 18;
+const AUDIT_PARAMETERS_PER_ROW: usize = 19;
 const AUDIT_ROWS_PER_STATEMENT: usize = ROWS_PER_STATEMENT / 2;
 const _: () = assert!(AUDIT_ROWS_PER_STATEMENT * AUDIT_PARAMETERS_PER_ROW <= 32_766);
 
@@ -65,6 +66,7 @@ impl Inner {
             reservation: query.reservation.map(|r| r.to_string()),
             actor: query.actor.clone(),
             principal: query.principal.clone(),
+            user: query.user.as_ref().map(|u| u.as_str().to_owned()),
             limit: i64::try_from(page + 1).unwrap_or(i64::MAX),
         };
         let mut tx = self.db.begin_read().await?;
@@ -111,6 +113,7 @@ fn entry(record: AuditRecord) -> AuditEntry {
         after: record.after_values.as_deref().and_then(parse_limits),
         force: record.forced.map(|forced| forced != 0),
         count: record.granted_count.and_then(|n| u32::try_from(n).ok()),
+        user: record.user_id.and_then(|u| domain::UserId::parse(&u).ok()),
     }
 }
 
@@ -138,7 +141,7 @@ impl Tx {
                 let mut q = QueryBuilder::<DB>::new(format!(
                     "{insert} audit_entries (generation, position, project, version, at_ms, event_type, \
                      reservation_id, deltas, actor, request_id, reason, usage_after, principal, \
-                     before_values, after_values, forced, expires_at_ms, granted_count) ",
+                     before_values, after_values, forced, expires_at_ms, granted_count, user_id) ",
                 ));
                 q.push_values(chunk, |mut b, row| {
                     b.push_bind(generation)
@@ -158,7 +161,8 @@ impl Tx {
                         .push_bind(row.change.after.as_deref())
                         .push_bind(row.change.forced.map(i64::from))
                         .push_bind(row.expires_at_ms)
-                        .push_bind(row.granted_count);
+                        .push_bind(row.granted_count)
+                        .push_bind(row.user.as_deref());
                 });
                 q.build().execute(&mut *c).await?;
             });
@@ -181,7 +185,7 @@ impl Tx {
         Ok(on_tx!(self, |c, DB| {
             let mut q = QueryBuilder::<DB>::new(format!(
                 "SELECT position, version, at_ms, event_type, reservation_id, deltas, actor, request_id, reason, \
-                 usage_after, principal, before_values, after_values, forced, granted_count \
+                 usage_after, principal, before_values, after_values, forced, granted_count, user_id \
                  FROM audit_entries{index} WHERE generation = ",
             ));
             q.push_bind(generation)
@@ -205,6 +209,9 @@ impl Tx {
             }
             if let Some(p) = &filter.principal {
                 q.push(" AND principal = ").push_bind(p.as_str());
+            }
+            if let Some(u) = &filter.user {
+                q.push(" AND user_id = ").push_bind(u.as_str());
             }
             q.push(" ORDER BY position LIMIT ").push_bind(filter.limit);
             q.build_query_as::<AuditRecord>().fetch_all(&mut *c).await?
@@ -233,4 +240,5 @@ pub(crate) struct AuditRecord {
     pub forced: Option<i64>,
     /// A counted reserve's request only.
     pub granted_count: Option<i64>,
+    pub user_id: Option<String>,
 }

@@ -20,7 +20,7 @@ pub(crate) const USAGE_CODE_VERSION: i64 = 1;
 /// Audit 2: entries carry the principal, and limits entries what they changed. Audit 3:
 /// request entries carry the reservation's expiry (the reservation list reads it), and
 /// corrections their in_use before and after.
-pub(crate) const AUDIT_CODE_VERSION: i64 = 3;
+pub(crate) const AUDIT_CODE_VERSION: i64 = 4;
 
 pub(crate) fn code_version(name: &str) -> i64 {
     if name == AUDIT {

@@ -47,6 +47,8 @@ pub(crate) struct AuditRow {
     pub expires_at_ms: Option<i64>,
     /// `ReservationRequested` of a counted reserve only: the count granted.
     pub granted_count: Option<i64>,
+    /// The user inside the project the event is about, if any.
+    pub user: Option<String>,
 }
 
 /// What a limits event changed: the effective limits (the project's override, else the
@@ -236,6 +238,18 @@ fn limits_change(
             forced: None,
         };
     }
+    if let Event::UserLimitsSet { limits, forced, .. } = event {
+        // The user's own limits as set; the views keep no user's limits to show before them.
+        let set: BTreeMap<&str, i64> = limits
+            .iter()
+            .map(|(r, l)| (r.as_str(), l.value()))
+            .collect();
+        return LimitsChange {
+            before: None,
+            after: serde_json::to_string(&set).ok(),
+            forced: Some(*forced),
+        };
+    }
     let (Some(before), Some(named)) = (before, named) else {
         return LimitsChange::default();
     };
@@ -278,10 +292,11 @@ fn touched_before(view: &ProjectUsage, event: &Event) -> (Option<Deltas>, Vec<Re
             .as_ref()
             .map(|d| d.resources().cloned().collect())
             .unwrap_or_default(),
-        Event::LimitsSet { limits, .. } | Event::DefaultLimitsSet { limits } => {
-            limits.keys().cloned().collect()
-        }
+        Event::LimitsSet { limits, .. }
+        | Event::DefaultLimitsSet { limits }
+        | Event::UserLimitsSet { limits, .. } => limits.keys().cloned().collect(),
         Event::LimitsReset => view.overrides.keys().cloned().collect(),
+        Event::UserLimitsReset { .. } => vec![],
         Event::UsageCorrected { resource, .. } => vec![resource.clone()],
     };
     (kept, touched)
@@ -331,6 +346,7 @@ fn audit_row(
         change,
         expires_at_ms,
         granted_count,
+        user: event.user().map(|u| u.as_str().to_owned()),
     }
 }
 

@@ -127,6 +127,8 @@ pub struct AuditQuery {
     pub actor: Option<String>,
     /// Only events appended by this principal.
     pub principal: Option<String>,
+    /// Only events about this user inside the project.
+    pub user: Option<UserId>,
     /// Page size, 1 to MAX_AUDIT_PAGE (DEFAULT_AUDIT_PAGE when None).
     pub limit: Option<usize>,
     /// Opaque cursor from a previous page's `next`.
@@ -165,6 +167,9 @@ pub struct AuditEntry {
     pub force: Option<bool>,
     /// A counted reserve's request: the count granted.
     pub count: Option<u32>,
+    /// The user inside the project the event is about (a reserve's, a correction's, a user's
+    /// limits).
+    pub user: Option<UserId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -218,6 +223,7 @@ pub struct ListedReservation {
     pub deltas: Deltas,
     /// A counted reserve: the count granted.
     pub count: Option<u32>,
+    pub user: Option<UserId>,
     pub status: ReservationStatus,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
@@ -398,7 +404,17 @@ impl Projections {
         project: &ProjectId,
         at: Timestamp,
     ) -> Result<UsageReport, ProjectionError> {
-        point_in_time::usage_at(&*self.inner.store, project, at).await
+        point_in_time::usage_at(&*self.inner.store, project, None, at).await
+    }
+
+    /// A user's usage as it stood at `at`, from the project's stream.
+    pub async fn user_usage_at(
+        &self,
+        project: &ProjectId,
+        user: &UserId,
+        at: Timestamp,
+    ) -> Result<UsageReport, ProjectionError> {
+        point_in_time::usage_at(&*self.inner.store, project, Some(user), at).await
     }
 
     pub async fn audit(

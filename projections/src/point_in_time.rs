@@ -1,7 +1,7 @@
-//! Usage as it stood at a past instant, replayed from the project's stream and the defaults
+//! Usage (a project's or a user's) as it stood at a past instant, replayed from the project's stream and the defaults
 //! stream with the domain's own fold, so it agrees with what the ledger decided on.
 
-use domain::{Defaults, Limit, ProjectId, ProjectState, Timestamp, DEFAULTS_STREAM};
+use domain::{Defaults, Limit, ProjectId, ProjectState, Timestamp, UserId, DEFAULTS_STREAM};
 use ledger::store::MAX_READ_COUNT;
 use ledger::{EventStore, Position, RecordedEvent};
 
@@ -36,9 +36,12 @@ pub(crate) async fn read_stream(
     }
 }
 
+/// The project's usage at `at`, or a user's (its own limits over the project's, and its own
+/// in_use and reserved).
 pub(crate) async fn usage_at(
     store: &dyn EventStore,
     project: &ProjectId,
+    user: Option<&UserId>,
     at: Timestamp,
 ) -> Result<UsageReport, ProjectionError> {
     let mut position: Position = 0;
@@ -56,8 +59,11 @@ pub(crate) async fn usage_at(
             position = position.max(recorded.position);
         }
     }
-    let resources = state
-        .usage_all(&defaults, at)
+    let usage = match user {
+        None => state.usage_all(&defaults, at),
+        Some(user) => state.user_usage_all(user, &defaults, at),
+    };
+    let resources = usage
         .into_iter()
         .filter(|(_, (limit, usage))| limit.is_some() || usage.in_use != 0 || usage.reserved != 0)
         .map(|(resource, (limit, usage))| {

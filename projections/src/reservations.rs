@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use domain::{ReleaseReason, ReservationId, ReservationStatus};
+use domain::{ReleaseReason, ReservationId, ReservationStatus, UserId};
 use sqlx::QueryBuilder;
 
 use crate::checkpoint::{AUDIT, AUDIT_CODE_VERSION};
@@ -36,6 +36,7 @@ struct RequestRow {
     deltas: Option<String>,
     expires_at_ms: Option<i64>,
     granted_count: Option<i64>,
+    user_id: Option<String>,
 }
 
 /// An entry that changed a listed reservation's status.
@@ -57,7 +58,7 @@ fn window_sql(tx: &Tx) -> String {
     };
     format!(
         "(SELECT generation, project, position, reservation_id, at_ms, deltas, expires_at_ms, \
-         granted_count FROM audit_entries{index} WHERE generation = $1 AND project = $2 \
+         granted_count, user_id FROM audit_entries{index} WHERE generation = $1 AND project = $2 \
          AND event_type = 'ReservationRequested' AND position > $3 AND at_ms < $4 \
          ORDER BY position LIMIT $5) r"
     )
@@ -105,13 +106,6 @@ impl Inner {
             DEFAULT_RESERVATION_PAGE,
             MAX_RESERVATION_PAGE,
         )?;
-        if query.user.is_some() {
-            // No reservation names a user yet (SPEC rule 8 is not built): none matches.
-            return Ok(ReservationPage {
-                reservations: Vec::new(),
-                next: None,
-            });
-        }
         let mut tx = self.db.begin_read().await?;
         let head = tx.head(AUDIT).await?;
         if head.code_version < AUDIT_CODE_VERSION {
@@ -125,14 +119,18 @@ impl Inner {
             after,
             older_than_ms: query.older_than.map(|t| t.timestamp_millis()),
         };
-        let mut requests = tx.reservation_requests(&window, query.status, page).await?;
+        let wanted = Wanted {
+            status: query.status,
+            user: query.user.as_ref().map(|u| u.as_str()),
+        };
+        let mut requests = tx.reservation_requests(&window, &wanted, page).await?;
         let mut next = None;
         if requests.len() > page {
             requests.truncate(page);
             next = requests
                 .last()
                 .map(|r| paging::encode(CURSOR_PREFIX, r.position));
-        } else if query.status.is_some() {
+        } else if wanted.filters() {
             // The scan may have stopped short of the project's end: go on from where it did.
             next = tx
                 .scan_end(&window)
@@ -181,11 +179,28 @@ fn listed(
             .and_then(parse_deltas)
             .ok_or_else(|| corrupt("deltas"))?,
         count: request.granted_count.and_then(|n| u32::try_from(n).ok()),
+        user: match request.user_id {
+            Some(user) => Some(UserId::parse(&user).map_err(|_| corrupt("user"))?),
+            None => None,
+        },
         status,
         created_at: time(request.at_ms)?,
         expires_at: time(request.expires_at_ms.ok_or_else(|| corrupt("expiry"))?)?,
         position: crate::db::to_u64(position),
     })
+}
+
+/// What a page keeps of the window's reservations.
+struct Wanted<'a> {
+    status: Option<StatusFilter>,
+    user: Option<&'a str>,
+}
+
+impl Wanted<'_> {
+    /// Whether the page may pass over reservations (and so is bounded by its scan).
+    fn filters(&self) -> bool {
+        self.status.is_some() || self.user.is_some()
+    }
 }
 
 /// The request entries a page may look at.
@@ -201,32 +216,46 @@ impl Tx {
     async fn reservation_requests(
         &mut self,
         window: &Window<'_>,
-        status: Option<StatusFilter>,
+        wanted: &Wanted<'_>,
         page: usize,
     ) -> Result<Vec<RequestRow>, ProjectionError> {
         let fetch = i64::try_from(page + 1).unwrap_or(i64::MAX);
-        // Without a status every entry of the window is wanted: the scan is the page.
-        let scan = match status {
-            Some(_) => i64::try_from(SCAN_RESERVATIONS).unwrap_or(i64::MAX),
-            None => fetch,
+        // Without a filter every entry of the window is wanted: the scan is the page.
+        let scan = if wanted.filters() {
+            i64::try_from(SCAN_RESERVATIONS).unwrap_or(i64::MAX)
+        } else {
+            fetch
         };
-        let condition = status
-            .map(|status| format!(" WHERE {}", status_sql(self, status)))
-            .unwrap_or_default();
+        let mut conditions: Vec<String> = wanted
+            .status
+            .map(|status| status_sql(self, status))
+            .into_iter()
+            .collect();
+        if wanted.user.is_some() {
+            conditions.push("r.user_id = $7".into());
+        }
+        let condition = match conditions.is_empty() {
+            true => String::new(),
+            false => format!(" WHERE {}", conditions.join(" AND ")),
+        };
         let sql = format!(
             "SELECT r.position, r.reservation_id, r.at_ms, r.deltas, r.expires_at_ms, \
-             r.granted_count FROM {}{condition} ORDER BY r.position LIMIT $6",
+             r.granted_count, r.user_id FROM {}{condition} ORDER BY r.position LIMIT $6",
             window_sql(self)
         );
-        Ok(on_tx!(self, |c, DB| sqlx::query_as::<DB, RequestRow>(&sql)
-            .bind(window.generation)
-            .bind(window.project)
-            .bind(window.after)
-            .bind(window.older_than_ms.unwrap_or(i64::MAX))
-            .bind(scan)
-            .bind(fetch)
-            .fetch_all(&mut *c)
-            .await?))
+        Ok(on_tx!(self, |c, DB| {
+            let mut query = sqlx::query_as::<DB, RequestRow>(&sql)
+                .bind(window.generation)
+                .bind(window.project)
+                .bind(window.after)
+                .bind(window.older_than_ms.unwrap_or(i64::MAX))
+                .bind(scan)
+                .bind(fetch);
+            if let Some(user) = wanted.user {
+                query = query.bind(user);
+            }
+            query.fetch_all(&mut *c).await?
+        }))
     }
 
     /// The last request entry a filtered page looked at, if the page stopped at its scan bound

@@ -104,6 +104,7 @@ async fn control_characters_in_metadata_neither_stall_nor_skip(store: Arc<dyn Ev
     let mut events = vec![
         (
             Event::ReservationRequested {
+                user: None,
                 count: None,
                 reservation_id: id,
                 deltas: deltas(&[("instances", 2)]),

@@ -183,6 +183,7 @@ async fn a_filtered_page_stops_at_its_scan_bound(store: Arc<dyn EventStore>) {
     let requested = |id: ReservationId| {
         EventData::encode(
             &Event::ReservationRequested {
+                user: None,
                 count: None,
                 reservation_id: id,
                 deltas: deltas(&[("instances", 1)]),

@@ -70,10 +70,17 @@ async fn random_workload(
                 let n = rng.gen_range(1..4);
                 let d = deltas(&[("instances", n), ("cores", 2 * n), ("ram", 512 * n)]);
                 let expires = rng.gen_range(5..120);
-                if let Ok(view) = ledger
-                    .reserve(&project, None, d, expires, &meta("alice"))
-                    .await
-                {
+                // Some reserves are for one of two users inside the project (SPEC rule 8).
+                let user = [None, Some("u1"), Some("u2")][rng.gen_range(0..3)]
+                    .map(|u| domain::UserId::parse(u).unwrap());
+                let request = ledger::ReserveRequest {
+                    reservation_id: None,
+                    deltas: d,
+                    count: None,
+                    user,
+                    expires_in_s: expires,
+                };
+                if let Ok(view) = ledger.reserve_with(&project, request, &meta("alice")).await {
                     held.push((project, view.reservation_id));
                 }
             }
@@ -102,9 +109,13 @@ async fn random_workload(
                 let _ = ledger.reset_limits(&project, &meta("admin")).await;
             }
             89 => {
+                // A user's correction moves the project's in_use by as much.
+                let user = [None, Some("u1")][rng.gen_range(0..2)]
+                    .map(|u| domain::UserId::parse(u).unwrap());
                 let _ = ledger
                     .correct_usage(
                         &project,
+                        user,
                         [(r("cores"), rng.gen_range(0..10))].into(),
                         domain::Reason::parse("recount").unwrap(),
                         &meta("admin"),
