@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use axum::response::{IntoResponse, Response};
-use domain::{Refusal, ResourceName, ResourceStanding};
+use domain::{Refusal, ResourceName, ResourceStanding, UserStanding};
 use ledger::{LedgerError, StoreError};
 use projections::ProjectionError;
 use serde_json::{json, Map, Value};
@@ -19,12 +19,14 @@ pub enum ApiError {
     InvalidRequest(String),
     #[error("no default limit for {}", join(.0))]
     UnknownResource(Vec<ResourceName>),
-    #[error("over quota for {}", join(.overs))]
+    #[error("{}", over_quota(.overs, .user.as_deref()))]
     OverQuota {
         overs: Vec<ResourceName>,
         standing: BTreeMap<ResourceName, ResourceStanding>,
         /// A counted reserve: the largest count that would fit (0 if none).
         max_count: Option<u32>,
+        /// A reserve for a user: how it stood against the user's own limits.
+        user: Option<Box<UserStanding>>,
     },
     #[error("usage of {} would fall below zero", join(.0))]
     UsageUnderflow(Vec<ResourceName>),
@@ -76,6 +78,20 @@ fn join<'a>(names: impl IntoIterator<Item = &'a ResourceName>) -> String {
         .join(", ")
 }
 
+/// The detail of an over-quota problem: what is over, the project's limits or the user's.
+fn over_quota(overs: &[ResourceName], user: Option<&UserStanding>) -> String {
+    let user_overs = user.map_or(&[][..], |u| &u.overs[..]);
+    match (overs.is_empty(), user_overs.is_empty()) {
+        (false, true) => format!("over quota for {}", join(overs)),
+        (true, false) => format!("over the user's quota for {}", join(user_overs)),
+        _ => format!(
+            "over quota for {}, and over the user's quota for {}",
+            join(overs),
+            join(user_overs)
+        ),
+    }
+}
+
 fn names(resources: &[ResourceName]) -> Value {
     Value::from(resources.iter().map(|r| r.as_str()).collect::<Vec<_>>())
 }
@@ -121,21 +137,35 @@ impl ApiError {
                 overs,
                 standing,
                 max_count,
+                user,
             } => {
                 let Standing {
                     limits,
                     usage,
                     headroom,
                 } = Standing::of(standing);
-                let problem = problem
+                let mut problem = problem
                     .with("overs", names(overs))
                     .with("limits", json!(limits))
                     .with("usage", json!(usage))
                     .with("headroom", json!(headroom));
-                match max_count {
-                    Some(most) => problem.with("max_count", json!(most)),
-                    None => problem,
+                if let Some(most) = max_count {
+                    problem = problem.with("max_count", json!(most));
                 }
+                // Over quota for a user adds the user's numbers (SPEC: reserve errors).
+                if let Some(user) = user.as_deref().filter(|u| !u.overs.is_empty()) {
+                    let Standing {
+                        limits,
+                        usage,
+                        headroom,
+                    } = Standing::of(&user.standing);
+                    problem = problem
+                        .with("user_overs", names(&user.overs))
+                        .with("user_limits", json!(limits))
+                        .with("user_usage", json!(usage))
+                        .with("user_headroom", json!(headroom));
+                }
+                problem
             }
             ApiError::LimitBelowUsage(below) => {
                 let resources: Map<String, Value> = below
@@ -188,10 +218,12 @@ impl From<Refusal> for ApiError {
                 overs,
                 standing,
                 max_count,
+                user,
             } => ApiError::OverQuota {
                 overs,
                 standing,
                 max_count,
+                user,
             },
             Refusal::UsageUnderflow(resources) => ApiError::UsageUnderflow(resources),
             Refusal::IdempotencyMismatch => ApiError::IdempotencyMismatch,
@@ -293,6 +325,7 @@ mod tests {
             ),
         ]);
         let body = ApiError::OverQuota {
+            user: None,
             overs: vec![r("instances")],
             standing,
             max_count: None,

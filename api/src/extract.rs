@@ -13,7 +13,7 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use domain::{Actor, ClientRequestId, ProjectId, ReservationId};
+use domain::{Actor, ClientRequestId, ProjectId, ReservationId, UserId};
 use ledger::Metadata;
 use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::Deserializer as _;
@@ -280,6 +280,21 @@ impl<S: Send + Sync> FromRequestParts<S> for ReservationPath {
         let raw = path_param(parts, "id").await?;
         let id = ReservationId::parse(&raw).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
         Ok(ReservationPath(project, id))
+    }
+}
+
+/// The `{p}` and `{u}` of a user route, validated (a user id has the project id grammar).
+pub struct UserPath(pub ProjectId, pub UserId);
+
+impl<S: Send + Sync> FromRequestParts<S> for UserPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let project = parse_project(&path_param(parts, "p").await?)?;
+        let raw = path_param(parts, "u").await?;
+        let user = UserId::parse(&raw)
+            .map_err(|e| ApiError::InvalidRequest(format!("{e} (got {:?})", truncate(&raw))))?;
+        Ok(UserPath(project, user))
     }
 }
 

@@ -12,7 +12,7 @@ use self::contract::Contract;
 use crate::problem::{ProblemCode, ProblemDocument};
 use crate::routes::{
     admin, audit, corrections, defaults, limits, projects, reservation_list, reservations, service,
-    usage,
+    usage, users,
 };
 
 #[derive(OpenApi)]
@@ -29,6 +29,10 @@ use crate::routes::{
         limits::put_limits,
         limits::get_limits,
         limits::delete_limits,
+        users::put_user_limits,
+        users::get_user_limits,
+        users::delete_user_limits,
+        users::get_user_usage,
         reservations::reserve,
         reservation_list::list_reservations,
         reservations::get_reservation,

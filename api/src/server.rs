@@ -30,7 +30,7 @@ use crate::limits::{
 use crate::routes::table::{Query, Routes, Rule, Verb};
 use crate::routes::{
     admin, audit, corrections, defaults, limits, nova, projects, reservation_list, reservations,
-    service, usage,
+    service, usage, users,
 };
 use crate::tokens::TokenStore;
 use crate::transport::ConnectionLimits;
@@ -88,6 +88,34 @@ pub fn routes() -> Routes {
             Rule::Admin,
             NoQuery,
             limits::delete_limits,
+        )
+        .add(
+            Get,
+            "/v1/projects/{p}/users/{u}/limits",
+            Rule::ProjectRead,
+            NoQuery,
+            users::get_user_limits,
+        )
+        .add(
+            Put,
+            "/v1/projects/{p}/users/{u}/limits",
+            Rule::Admin,
+            NoQuery,
+            users::put_user_limits,
+        )
+        .add(
+            Delete,
+            "/v1/projects/{p}/users/{u}/limits",
+            Rule::Admin,
+            NoQuery,
+            users::delete_user_limits,
+        )
+        .add(
+            Get,
+            "/v1/projects/{p}/users/{u}/usage",
+            Rule::ProjectRead,
+            ReadsQuery,
+            users::get_user_usage,
         )
         .add(
             Post,

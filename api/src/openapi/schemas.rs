@@ -315,8 +315,8 @@ doc_schema!(
     /// `source` of a project's limit.
     LimitSourceSchema,
     "LimitSource",
-    string("`project` (the project's own override) or `default`")
-        .enum_values(Some(["project", "default"]))
+    string("`user` (a user's own override), `project` (the project's own override) or `default`")
+        .enum_values(Some(["user", "project", "default"]))
         .into()
 );
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::Json;
-use domain::{ProjectId, ReservationId, EVENT_TYPES};
+use domain::{ProjectId, ReservationId, UserId, EVENT_TYPES};
 use projections::{AuditEntry, AuditQuery, MAX_AUDIT_PAGE};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -18,7 +18,7 @@ use crate::extract::{page_size, parse_time, ApiQuery, ProjectPath};
 use crate::limits::MAX_PRINCIPAL_CHARS;
 use crate::openapi::schemas::{
     AuditCursorSchema, AuditPageSizeSchema, ClientTextSchema, EventTypeSchema, PositionSchema,
-    ProjectIdSchema, TimestampSchema,
+    ProjectIdSchema, TimestampSchema, UserIdSchema,
 };
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
@@ -46,6 +46,10 @@ pub struct AuditParams {
     /// `anonymous`, `system:sweeper`); 1 to 256 characters, no control characters.
     #[param(value_type = Option<ClientTextSchema>)]
     pub principal: Option<String>,
+    /// Only entries about this user inside the project (its reserves, denials, corrections
+    /// and limits).
+    #[param(value_type = Option<UserIdSchema>)]
+    pub user: Option<String>,
     /// Page size, 1 to 1000 (default 100).
     #[param(value_type = Option<AuditPageSizeSchema>)]
     pub limit: Option<u64>,
@@ -103,6 +107,10 @@ pub struct AuditEntryBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub count: Option<u32>,
+    /// The user inside the project the event is about, where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<UserIdSchema>, nullable = false)]
+    pub user: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -126,6 +134,7 @@ impl From<AuditEntry> for AuditEntryBody {
             actor: entry.actor,
             request_id: entry.request_id,
             principal: entry.principal,
+            user: entry.user.map(|u| u.to_string()),
             reason: entry.reason,
             usage_after: entry
                 .usage_after
@@ -203,6 +212,12 @@ fn audit_query(params: AuditParams) -> Result<AuditQuery, ApiError> {
         reservation,
         actor: params.actor,
         principal: params.principal.map(principal_filter).transpose()?,
+        user: params
+            .user
+            .as_deref()
+            .map(UserId::parse)
+            .transpose()
+            .map_err(|e| ApiError::InvalidRequest(e.to_string()))?,
         limit,
         cursor: params.cursor,
     })

@@ -1,13 +1,12 @@
-//! `POST /v1/projects/{p}/usage/corrections`: an operator sets a project's in_use to the real
-//! count measured elsewhere, with a reason (SPEC rule 10; Nova's `quota_usage_refresh`).
-//! SPEC's optional `user` is not taken yet (users are not built): the body has no such field,
-//! so a correction naming one is refused as an unknown field.
+//! `POST /v1/projects/{p}/usage/corrections`: an operator sets a project's (or a user's) in_use
+//! to the real count measured elsewhere, with a reason (SPEC rule 10; Nova's
+//! `quota_usage_refresh`). A user's correction moves the project's in_use by as much.
 
 use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::Json;
-use domain::{Actor, ClientRequestId, Reason, ResourceName};
+use domain::{Actor, ClientRequestId, Reason, ResourceName, UserId};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -15,6 +14,7 @@ use crate::error::ApiError;
 use crate::extract::{JsonBody, ProjectPath, RequestContext};
 use crate::openapi::schemas::{
     ClientTextSchema, CountsSchema, PositionSchema, ProjectIdSchema, ResourceNameSchema,
+    UserIdSchema,
 };
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
@@ -28,6 +28,9 @@ pub struct CorrectionRequest {
     /// Why, for the audit (required): 1 to 256 characters, no control characters.
     #[schema(value_type = ClientTextSchema)]
     pub reason: Reason,
+    /// Correct this user's in_use (and the project's by as much) instead of the project's.
+    #[schema(value_type = Option<UserIdSchema>)]
+    pub user: Option<UserId>,
     /// Who did it, for the audit (defaults to the token's role).
     #[schema(value_type = Option<ClientTextSchema>)]
     pub actor: Option<Actor>,
@@ -75,7 +78,7 @@ pub async fn correct_usage(
     let meta = ctx.metadata(body.actor, body.request_id);
     let (corrections, position) = state
         .ledger
-        .correct_usage(&project, body.in_use, body.reason, &meta)
+        .correct_usage(&project, body.user, body.in_use, body.reason, &meta)
         .await?;
     Ok(Json(CorrectionResponse {
         corrections: corrections

@@ -14,6 +14,7 @@ use crate::error::ApiError;
 use crate::extract::{JsonBody, OptionalJsonBody, ProjectPath, RequestContext};
 use crate::openapi::schemas::{
     ClientTextSchema, LimitSourceSchema, LimitsSchema, PositionSchema, ProjectIdSchema,
+    UserIdSchema,
 };
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
@@ -51,7 +52,12 @@ pub struct AuditedRequest {
 pub struct EffectiveLimits {
     #[schema(value_type = ProjectIdSchema)]
     pub project: String,
-    /// The effective limit of every resource (the project's own, else the default).
+    /// A user's limits: the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<UserIdSchema>, nullable = false)]
+    pub user: Option<String>,
+    /// The effective limit of every resource (a user's own, else the project's own, else the
+    /// default).
     pub limits: BTreeMap<String, i64>,
     /// Global position of the project's last limits event (0 if none).
     #[schema(value_type = PositionSchema)]
@@ -61,7 +67,7 @@ pub struct EffectiveLimits {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct LimitEntry {
     pub limit: i64,
-    /// `project` (the project's override) or `default`.
+    /// `user` (a user's own override), `project` (the project's override) or `default`.
     #[schema(value_type = LimitSourceSchema, example = "default")]
     pub source: String,
 }
@@ -70,6 +76,10 @@ pub struct LimitEntry {
 pub struct ProjectLimits {
     #[schema(value_type = ProjectIdSchema)]
     pub project: String,
+    /// A user's limits: the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<UserIdSchema>, nullable = false)]
+    pub user: Option<String>,
     pub limits: BTreeMap<String, LimitEntry>,
     /// Global position of the project's last limits event (0 if none).
     #[schema(value_type = PositionSchema)]
@@ -102,21 +112,28 @@ pub async fn put_limits(
         .await
         .map_err(ApiError::from);
     super::count_decision("set_limits", &result);
-    let view = result?;
-    Ok(Json(EffectiveLimits {
+    Ok(Json(effective_limits(result?)))
+}
+
+/// The effective limits a write of limits answers.
+pub(super) fn effective_limits(view: LimitsView) -> EffectiveLimits {
+    EffectiveLimits {
         project: view.project.to_string(),
+        user: view.user.map(|u| u.to_string()),
         limits: view
             .limits
             .iter()
             .map(|(r, (limit, _))| (r.to_string(), limit.value()))
             .collect(),
         position: view.position,
-    }))
+    }
 }
 
-fn project_limits(view: LimitsView) -> ProjectLimits {
+/// The effective limits a read of limits answers, with where each comes from.
+pub(super) fn project_limits(view: LimitsView) -> ProjectLimits {
     ProjectLimits {
         project: view.project.to_string(),
+        user: view.user.map(|u| u.to_string()),
         limits: view
             .limits
             .iter()

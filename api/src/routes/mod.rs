@@ -13,6 +13,7 @@ pub mod reservations;
 pub mod service;
 pub mod table;
 pub mod usage;
+pub mod users;
 
 use chrono::SecondsFormat;
 use domain::Timestamp;

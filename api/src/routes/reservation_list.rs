@@ -97,6 +97,7 @@ fn listed(project: &ProjectId, reservation: ListedReservation) -> ReservationRes
             .map(|(r, d)| (r.to_string(), d))
             .collect(),
         count: reservation.count,
+        user: reservation.user.map(|u| u.to_string()),
         status: reservation.status.as_str().to_owned(),
         expires_at: rfc3339(reservation.expires_at),
         created_at: rfc3339(reservation.created_at),

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use domain::{
     Actor, ClientRequestId, CountRange, Deltas, InvalidInput, ReservationId, ReservationStatus,
-    DEFAULT_EXPIRES_IN_S, MAX_EXPIRES_IN_S, MIN_EXPIRES_IN_S,
+    UserId, DEFAULT_EXPIRES_IN_S, MAX_EXPIRES_IN_S, MIN_EXPIRES_IN_S,
 };
 use ledger::{DryRun, ReservationView};
 use serde::{Deserialize, Serialize};
@@ -22,9 +22,10 @@ use crate::extract::{
 };
 use crate::openapi::schemas::{
     ClientTextSchema, DeltasSchema, PositionSchema, ProjectIdSchema, ReleaseReasonSchema,
-    ReservationStatusSchema, ResourceNameSchema, TimestampSchema,
+    ReservationStatusSchema, ResourceNameSchema, TimestampSchema, UserIdSchema,
 };
 use crate::problem::ProblemDocument;
+use crate::problem::ProblemUsage;
 use crate::server::AppState;
 use crate::standing::Standing;
 
@@ -48,6 +49,9 @@ pub struct ReserveRequest {
     /// A counted reserve (Nova's min_count/max_count): `deltas` are per unit, and the largest
     /// count in `min..=max` that fits every limit is granted.
     pub count: Option<CountBody>,
+    /// The user inside the project the reserve is for: the user's own limits cap it too.
+    #[schema(value_type = Option<UserIdSchema>)]
+    pub user: Option<UserId>,
 }
 
 /// `count` of a counted reserve: 1 <= min <= max <= 10000.
@@ -111,16 +115,39 @@ pub struct DryRunResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub max_count: Option<u32>,
+    /// A reserve for a user: the resources that would be over the user's own limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<ResourceNameSchema>>, nullable = false)]
+    pub user_overs: Option<Vec<String>>,
+    /// A reserve for a user: the user's limits (its own, else the project's), usage and
+    /// headroom.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub user_limits: Option<BTreeMap<String, i64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub user_usage: Option<BTreeMap<String, ProblemUsage>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub user_headroom: Option<BTreeMap<String, i64>>,
 }
 
 impl From<DryRun> for DryRunResponse {
     fn from(judged: DryRun) -> Self {
+        let user = judged.user.as_ref().map(|u| {
+            let overs: Vec<String> = u.overs.iter().map(ToString::to_string).collect();
+            (overs, Standing::of(&u.standing))
+        });
         DryRunResponse {
             granted: judged.granted,
             overs: judged.overs.iter().map(ToString::to_string).collect(),
             standing: Standing::of(&judged.standing),
             count: judged.count,
             max_count: judged.max_count,
+            user_overs: user.as_ref().map(|u| u.0.clone()),
+            user_limits: user.as_ref().map(|u| u.1.limits.clone()),
+            user_usage: user.as_ref().map(|u| u.1.usage.clone()),
+            user_headroom: user.map(|u| u.1.headroom),
         }
     }
 }
@@ -148,6 +175,10 @@ pub struct ReservationResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false, minimum = 1, maximum = 10000)]
     pub count: Option<u32>,
+    /// The user inside the project the reservation is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<UserIdSchema>, nullable = false)]
+    pub user: Option<String>,
     /// `held`, `committed` or `released`.
     #[schema(value_type = ReservationStatusSchema, example = "held")]
     pub status: String,
@@ -176,6 +207,7 @@ impl From<ReservationView> for ReservationResponse {
                 .map(|(r, d)| (r.to_string(), d))
                 .collect(),
             count: view.count.map(|c| c.granted),
+            user: view.user.map(|u| u.to_string()),
             status: view.status.as_str().to_owned(),
             expires_at: rfc3339(view.expires_at),
             created_at: rfc3339(view.created_at),
@@ -206,7 +238,7 @@ fn expires_in_seconds(requested: Option<i64>) -> Result<u32, ApiError> {
         (status = 200, description = "A dry run: what a reserve would get now; nothing is held or recorded", body = DryRunResponse),
         (status = 400, description = "invalid-request, unknown-resource", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
-        (status = 403, description = "over-quota (with `overs`, `limits`, `usage`, `headroom`, and `max_count` for a counted reserve), forbidden", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 403, description = "over-quota (with `overs`, `limits`, `usage`, `headroom`; `max_count` for a counted reserve; `user_overs`, `user_limits`, `user_usage`, `user_headroom` when over a user's own limits), forbidden", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 409, description = "usage-underflow, idempotency-mismatch", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 413, description = "payload-too-large", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 503, description = "store-unavailable, contention, shutting-down: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),
@@ -220,26 +252,21 @@ pub async fn reserve(
     JsonBody(body): JsonBody<ReserveRequest>,
 ) -> Result<Response, ApiError> {
     let expires_in = expires_in_seconds(body.expires_in)?;
-    let count = body.count.map(CountBody::range).transpose()?;
+    let request = ledger::ReserveRequest {
+        reservation_id: body.reservation_id.map(ReservationId),
+        deltas: body.deltas,
+        count: body.count.map(CountBody::range).transpose()?,
+        user: body.user,
+        expires_in_s: expires_in,
+    };
     if params.dry_run == Some(true) {
-        let reservation_id = body.reservation_id.map(ReservationId);
-        let judged = state
-            .ledger
-            .dry_run_reserve(&project, reservation_id, body.deltas, count, expires_in)
-            .await?;
+        let judged = state.ledger.dry_run_reserve(&project, request).await?;
         return Ok(Json(DryRunResponse::from(judged)).into_response());
     }
     let meta = ctx.metadata(body.actor, body.request_id);
     let result = state
         .ledger
-        .reserve_counted(
-            &project,
-            body.reservation_id.map(ReservationId),
-            body.deltas,
-            count,
-            expires_in,
-            &meta,
-        )
+        .reserve_with(&project, request, &meta)
         .await
         .map_err(ApiError::from);
     super::count_decision("reserve", &result);

@@ -12,7 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::error::ApiError;
 use crate::extract::{parse_time, ApiQuery, ProjectPath};
 use crate::limits::{MIN_POSITION_WAIT, OWN_WRITES_WAIT};
-use crate::openapi::schemas::{PositionSchema, ProjectIdSchema, TimestampSchema};
+use crate::openapi::schemas::{PositionSchema, ProjectIdSchema, TimestampSchema, UserIdSchema};
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
 
@@ -43,6 +43,10 @@ pub struct ResourceUsageBody {
 pub struct UsageResponse {
     #[schema(value_type = ProjectIdSchema)]
     pub project: String,
+    /// A user's usage: the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<UserIdSchema>, nullable = false)]
+    pub user: Option<String>,
     pub resources: BTreeMap<String, ResourceUsageBody>,
     /// The global position the report reflects.
     #[schema(value_type = PositionSchema)]
@@ -53,6 +57,7 @@ impl From<UsageReport> for UsageResponse {
     fn from(report: UsageReport) -> Self {
         UsageResponse {
             project: report.project.to_string(),
+            user: None,
             resources: report
                 .resources
                 .into_iter()
@@ -108,7 +113,7 @@ pub async fn catch_up(
 /// come from acknowledged writes, and the store knows its head (on PostgreSQL, every node's
 /// writes included). This node's own head is checked first, so a position it wrote costs no
 /// query.
-async fn refuse_past_head(state: &AppState, position: u64) -> Result<(), ApiError> {
+pub(super) async fn refuse_past_head(state: &AppState, position: u64) -> Result<(), ApiError> {
     let store = state.ledger.store();
     if position <= *store.watch_head().borrow() {
         return Ok(());

@@ -60,11 +60,22 @@ pub(super) fn reserve(
         }
     };
     let deltas = asked.unit.times(units)?;
-    let judged = judge(state, defaults, now, &deltas)?;
+    let judged = judge(state, defaults, now, &deltas);
     let user = asked
         .user
         .map(|user| judge_user(state, defaults, now, &deltas, user))
-        .transpose()?;
+        .transpose();
+    let (judged, user) = match (judged, user) {
+        (Ok(judged), Ok(user)) => (judged, user),
+        // Rule 2: a refusal names every resource below zero, the project's and the user's.
+        (Err(Refusal::UsageUnderflow(mut project)), Err(Refusal::UsageUnderflow(user))) => {
+            project.extend(user);
+            project.sort();
+            project.dedup();
+            return Err(Refusal::UsageUnderflow(project));
+        }
+        (Err(refusal), _) | (_, Err(refusal)) => return Err(refusal),
+    };
     let user_overs = user.as_ref().map_or(vec![], |u| u.overs.clone());
     if !judged.overs.is_empty() || !user_overs.is_empty() {
         return Ok(Decision {

@@ -87,7 +87,7 @@ fn twenty_boots_by_one_user_grant_exactly_its_limit() {
 /// cap, and a user cannot give back more than it holds.
 #[test]
 fn counts_and_underflows_are_judged_per_user() {
-    let mut g = Given::defaults(&[("cores", 100)]);
+    let mut g = Given::defaults(&[("cores", 100), ("ram", -1)]);
     g.ok(user_limits(&alice(), &[("cores", 7)], false));
     let counted = Command::Reserve {
         user: Some(alice()),
@@ -107,6 +107,13 @@ fn counts_and_underflows_are_judged_per_user() {
     assert_eq!(
         g.when(&user_reserve(2, &bob(), &[("cores", -1)])).answer,
         Err(Refusal::UsageUnderflow(vec![r("cores")]))
+    );
+    // Rule 2 per user: the refusal names every resource below zero, the project's (ram,
+    // which nobody uses) and the user's (cores, which only alice uses).
+    assert_eq!(
+        g.when(&user_reserve(4, &bob(), &[("cores", -1), ("ram", -1)]))
+            .answer,
+        Err(Refusal::UsageUnderflow(vec![r("cores"), r("ram")]))
     );
     g.ok(user_reserve(3, &alice(), &[("cores", -6)]));
     g.ok(commit(3));

@@ -311,7 +311,8 @@ impl Model {
         };
         let deltas = times(unit, k);
         // Rule 3, for the project and (rule 8) for the user: a reduction below zero, counting
-        // the reductions already held, is refused.
+        // the reductions already held, is refused. The refusal names every resource that would
+        // go below zero, for the project or for the user (as rule 2 names every resource over).
         let underflows: Vec<String> = deltas
             .iter()
             .filter(|(r, d)| {

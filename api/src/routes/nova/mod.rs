@@ -4,8 +4,8 @@
 //! errors in Nova's body ([`faults`]). They are thin: each one is a call the `/v1` API makes
 //! too (limits, defaults, the usage view), answered in Nova's words.
 //!
-//! Per-user quotas (`?user_id=`) are not built yet: a request naming a user is a 400
-//! `badRequest`, never an answer about the project.
+//! `?user_id=u` makes a quota set about the user's limits inside the project (SPEC rule 8): its
+//! own overrides over the project's, and its own usage.
 
 pub mod classes;
 pub mod faults;
@@ -13,7 +13,7 @@ pub mod sets;
 
 use std::collections::BTreeMap;
 
-use domain::{Defaults, Limit, Limits, ResourceName};
+use domain::{Defaults, Limit, Limits, ResourceName, UserId};
 use ledger::LimitsView;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -31,15 +31,13 @@ pub struct UserQuery {
 }
 
 impl UserQuery {
-    /// Refuses a user: per-user quotas are not built.
-    pub fn project_only(&self) -> Result<(), ApiError> {
-        match &self.user_id {
-            None => Ok(()),
-            Some(user) => Err(ApiError::InvalidRequest(format!(
-                "per-user quotas are not supported yet (user_id={:?})",
-                truncate(user)
-            ))),
-        }
+    /// The user the request is about, validated (the project id grammar).
+    pub fn user(&self) -> Result<Option<UserId>, ApiError> {
+        self.user_id
+            .as_deref()
+            .map(UserId::parse)
+            .transpose()
+            .map_err(|e| ApiError::InvalidRequest(e.to_string()))
     }
 }
 

@@ -1,6 +1,8 @@
 //! `/compute/v2.1/os-quota-sets/{p}`: a project's quota set (its effective limits), its detail
 //! (limits with in_use and reserved, from the usage view), the defaults, an update (rule 6:
-//! below usage without `force` is a 400, as in Nova) and a delete (back to the defaults).
+//! below usage without `force` is a 400, as in Nova) and a delete (back to the defaults). With
+//! `?user_id=`, each is about the user: its limits, its usage (from the ledger's state, as
+//! `/v1/projects/{p}/users/{u}/usage`), its overrides set or removed.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -28,9 +30,11 @@ pub async fn show(
     ProjectPath(project): ProjectPath,
     ApiQuery(query): ApiQuery<UserQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    query.project_only()?;
     state.ledger.refresh_defaults().await?;
-    let view = state.ledger.limits(&project).await?;
+    let view = match query.user()? {
+        None => state.ledger.limits(&project).await?,
+        Some(user) => state.ledger.user_limits(&project, &user).await?,
+    };
     let mut set = project_object(&view);
     set.insert("id".into(), json!(project.as_str()));
     Ok(Json(json!({ "quota_set": set })))
@@ -42,24 +46,36 @@ pub async fn detail(
     ProjectPath(project): ProjectPath,
     ApiQuery(query): ApiQuery<UserQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    query.project_only()?;
-    let projections = running(&state)?;
-    crate::routes::usage::catch_up(&state, projections, None).await?;
-    let report = projections
-        .usage(&project, state.ledger.clock().now())
-        .await?;
-    let mut set: Map<String, Value> = report
-        .resources
-        .into_iter()
-        .map(|(resource, usage)| {
-            let numbers = json!({
-                "in_use": usage.in_use,
-                "limit": usage.limit.value(),
-                "reserved": usage.reserved,
-            });
-            (resource.to_string(), numbers)
-        })
-        .collect();
+    let numbers = |limit: i64, in_use: i64, reserved: i64| json!({"in_use": in_use, "limit": limit, "reserved": reserved});
+    let mut set: Map<String, Value> = match query.user()? {
+        Some(user) => {
+            let usage = state.ledger.user_usage(&project, &user).await?;
+            usage
+                .resources
+                .into_iter()
+                .map(|(r, (limit, u))| {
+                    (r.to_string(), numbers(limit.value(), u.in_use, u.reserved))
+                })
+                .collect()
+        }
+        None => {
+            let projections = running(&state)?;
+            crate::routes::usage::catch_up(&state, projections, None).await?;
+            let report = projections
+                .usage(&project, state.ledger.clock().now())
+                .await?;
+            report
+                .resources
+                .into_iter()
+                .map(|(r, u)| {
+                    (
+                        r.to_string(),
+                        numbers(u.limit.value(), u.in_use, u.reserved),
+                    )
+                })
+                .collect()
+        }
+    };
     set.insert("id".into(), json!(project.as_str()));
     Ok(Json(json!({ "quota_set": set })))
 }
@@ -84,7 +100,7 @@ pub async fn update(
     ApiQuery(query): ApiQuery<UserQuery>,
     JsonBody(body): JsonBody<QuotaSetUpdate>,
 ) -> Result<Json<Value>, ApiError> {
-    query.project_only()?;
+    let user = query.user()?;
     let mut values = body.quota_set;
     let force = match values.remove("force") {
         Some(value) => parse_bool("force", &value)?,
@@ -93,12 +109,23 @@ pub async fn update(
     let limits = parse_limits(values)?;
     let meta = ctx.metadata(None, None);
     state.ledger.refresh_defaults().await?;
-    let result = state
-        .ledger
-        .set_limits(&project, limits, force, &meta)
-        .await
-        .map_err(ApiError::from);
-    crate::routes::count_decision("set_limits", &result);
+    let (result, decision) = match user {
+        None => (
+            state
+                .ledger
+                .set_limits(&project, limits, force, &meta)
+                .await,
+            "set_limits",
+        ),
+        Some(user) => (
+            (state.ledger)
+                .set_user_limits(&project, user, limits, force, &meta)
+                .await,
+            "set_user_limits",
+        ),
+    };
+    let result = result.map_err(ApiError::from);
+    crate::routes::count_decision(decision, &result);
     let view = result.map_err(below_usage_is_a_bad_request)?;
     let set = project_object(&view);
     Ok(Json(json!({ "quota_set": set })))
@@ -132,14 +159,19 @@ pub async fn delete(
     ProjectPath(project): ProjectPath,
     ApiQuery(query): ApiQuery<UserQuery>,
 ) -> Result<Response, ApiError> {
-    query.project_only()?;
     let meta = ctx.metadata(None, None);
-    let result = state
-        .ledger
-        .reset_limits(&project, &meta)
-        .await
-        .map_err(ApiError::from);
-    crate::routes::count_decision("reset_limits", &result);
+    let (result, decision) = match query.user()? {
+        None => (
+            state.ledger.reset_limits(&project, &meta).await,
+            "reset_limits",
+        ),
+        Some(user) => (
+            state.ledger.reset_user_limits(&project, user, &meta).await,
+            "reset_user_limits",
+        ),
+    };
+    let result = result.map_err(ApiError::from);
+    crate::routes::count_decision(decision, &result);
     result?;
     Ok(StatusCode::ACCEPTED.into_response())
 }
