@@ -88,7 +88,7 @@ async fn corrections_are_recorded_and_audited(store: &StoreUrl, api: &Api) {
             "unknown-resource",
         ),
         (
-            json!({"in_use": {"instances": 1}, "reason": "x", "user": "alice"}),
+            json!({"in_use": {"instances": 1}, "reason": "x", "user": "no spaces"}),
             400,
             "invalid-request",
         ),

@@ -16,9 +16,10 @@ const README: &str = include_str!("../README.md");
 
 /// The sections whose shell blocks are the walk-through, in the order a reader runs them, and
 /// how many of each section's blocks belong to it.
-const WALK_THROUGH: [(&str, usize); 2] = [
+const WALK_THROUGH: [(&str, usize); 3] = [
     ("## A boot, with curl", usize::MAX),
     ("## Usage, audit and rebuilds", 1),
+    ("## Users inside a project", usize::MAX),
 ];
 
 #[derive(Debug)]
