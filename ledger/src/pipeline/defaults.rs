@@ -49,7 +49,7 @@ impl Ledger {
                     }
                     return Ok(self.publish_defaults(&defaults));
                 }
-                AppendResult::Conflict { .. } => {
+                AppendResult::Conflict { .. } | AppendResult::LinkedFailed => {
                     self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
                 }
             }

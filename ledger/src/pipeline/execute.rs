@@ -130,7 +130,7 @@ impl Ledger {
                         },
                     });
                 }
-                AppendResult::Conflict { .. } => {
+                AppendResult::Conflict { .. } | AppendResult::LinkedFailed => {
                     tracing::debug!(%stream, attempts, "expected-version conflict; deciding again");
                     self.after_conflict(attempts).await;
                 }
@@ -173,7 +173,7 @@ impl Ledger {
             self.stats.decisions.fetch_add(1, Ordering::Relaxed);
             match reply.await.map_err(|_| LedgerError::ShuttingDown)?? {
                 AppendResult::Appended { .. } => return Ok(value),
-                AppendResult::Conflict { .. } => {
+                AppendResult::Conflict { .. } | AppendResult::LinkedFailed => {
                     tracing::debug!(%stream, attempts, "expected-version conflict; reading again");
                     self.after_conflict(attempts).await;
                 }

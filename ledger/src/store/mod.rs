@@ -182,6 +182,11 @@ pub struct StreamAppend {
     /// append writes them and they bring the stream to exactly `snapshot.version`: so a stored
     /// snapshot always describes stored events, and the latest one is at the newest version.
     pub snapshot: Option<EncodedSnapshot>,
+    /// Linked to the next append of the batch: a chain of linked appends ends at the first
+    /// append that is not linked, and is written whole or not at all (TigerBeetle's linked
+    /// events; a decision whose consistency boundary spans several streams). A batch whose last
+    /// append is linked is refused ([`StoreError::InvalidAppend`]).
+    pub linked: bool,
 }
 
 impl StreamAppend {
@@ -195,7 +200,14 @@ impl StreamAppend {
             expected,
             events,
             snapshot: None,
+            linked: false,
         }
+    }
+
+    /// This append, linked to the next one of its batch (see [`StreamAppend::linked`]).
+    pub fn linked(mut self) -> Self {
+        self.linked = true;
+        self
     }
 }
 
@@ -212,11 +224,19 @@ pub enum AppendResult {
         expected: ExpectedVersion,
         actual: StreamVersion,
     },
+    /// The append would have been written, but another append of its linked chain conflicted,
+    /// so none of the chain was.
+    LinkedFailed,
 }
 
 impl AppendResult {
+    /// Whether nothing of the append was written because of a stream version: its own
+    /// expectation, or one of its linked chain's. Deciding again on fresh state may succeed.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, AppendResult::Conflict { .. })
+        matches!(
+            self,
+            AppendResult::Conflict { .. } | AppendResult::LinkedFailed
+        )
     }
 }
 
@@ -269,7 +289,8 @@ pub trait EventStore: Send + Sync + 'static {
 
     /// Append to several streams in one durable transaction. Appends are applied in order, each
     /// checked against its stream as left by the appends before it, and each gets its own
-    /// result: one stream's conflict does not fail the others. An append whose events are all
+    /// result: one stream's conflict does not fail the others, except the other appends of its
+    /// linked chain ([`StreamAppend::linked`]), which fail with it. An append whose events are all
     /// stored already (by event id) succeeds without writing, whatever its expectation.
     /// Returns only once the transaction is on disk.
     async fn append(&self, batch: &[StreamAppend]) -> Result<Vec<AppendResult>, StoreError>;

@@ -75,23 +75,94 @@ pub struct Plan<'a> {
 
 pub fn plan<'a>(
     batch: &'a [StreamAppend],
-    mut versions: HashMap<String, u64>,
+    versions: HashMap<String, u64>,
     stored: &HashMap<Uuid, StoredAt>,
     head: Position,
 ) -> Result<Plan<'a>, StoreError> {
-    let mut results = Vec::with_capacity(batch.len());
-    let mut rows = Vec::new();
-    let mut snapshots = Vec::new();
-    let mut next_position = head + 1;
-    // Appends to one stream within a batch form a chain, each decided on the ones before it:
-    // once one of them conflicts, the rest of that stream's chain conflicts too.
-    let mut broken: HashSet<&str> = HashSet::new();
-    for append in batch {
-        let actual: StreamVersion = versions.get(&append.stream).copied();
+    let mut planner = Planner {
+        versions,
+        stored,
+        next_position: head + 1,
+        broken: HashSet::new(),
+        plan: Plan {
+            results: Vec::with_capacity(batch.len()),
+            rows: Vec::new(),
+            snapshots: Vec::new(),
+        },
+    };
+    let mut start = 0;
+    while start < batch.len() {
+        // A chain: the appends up to and including the first that is not linked.
+        let end = batch[start..]
+            .iter()
+            .position(|a| !a.linked)
+            .map(|offset| start + offset)
+            .ok_or_else(|| {
+                StoreError::InvalidAppend("the batch ends inside a linked chain".into())
+            })?;
+        planner.chain(&batch[start..=end])?;
+        start = end + 1;
+    }
+    Ok(planner.plan)
+}
+
+/// The planning of one batch, a chain at a time.
+struct Planner<'a, 's> {
+    /// Each stream's version as left by the appends planned so far.
+    versions: HashMap<String, u64>,
+    stored: &'s HashMap<Uuid, StoredAt>,
+    next_position: Position,
+    /// Streams whose chain of appends in this batch is broken: appends to one stream within a
+    /// batch are each decided on the ones before it, so once one of them fails, the rest do.
+    broken: HashSet<&'a str>,
+    plan: Plan<'a>,
+}
+
+impl<'a> Planner<'a, '_> {
+    /// Plans a linked chain (one append when it is not linked): whole, or, when any of its
+    /// appends conflicts, not at all.
+    fn chain(&mut self, chain: &'a [StreamAppend]) -> Result<(), StoreError> {
+        let first_result = self.plan.results.len();
+        let rows = self.plan.rows.len();
+        let snapshots = self.plan.snapshots.len();
+        let next_position = self.next_position;
+        let mut undo: Vec<(&'a str, Option<u64>)> = Vec::new();
+        for append in chain {
+            let before = self.versions.get(&append.stream).copied();
+            let result = self.append(append)?;
+            if self.versions.get(&append.stream).copied() != before {
+                undo.push((&append.stream, before));
+            }
+            self.plan.results.push(result);
+        }
+        let results = &mut self.plan.results[first_result..];
+        if chain.len() == 1 || !results.iter().any(AppendResult::is_conflict) {
+            return Ok(());
+        }
+        // Undo the chain: nothing of it is written, and what follows is planned as if it had
+        // never been asked for, except that its streams' later appends were decided on it.
+        for result in results.iter_mut().filter(|r| !r.is_conflict()) {
+            *result = AppendResult::LinkedFailed;
+        }
+        self.plan.rows.truncate(rows);
+        self.plan.snapshots.truncate(snapshots);
+        self.next_position = next_position;
+        for (stream, version) in undo.into_iter().rev() {
+            match version {
+                Some(v) => self.versions.insert(stream.to_owned(), v),
+                None => self.versions.remove(stream),
+            };
+        }
+        self.broken.extend(chain.iter().map(|a| a.stream.as_str()));
+        Ok(())
+    }
+
+    fn append(&mut self, append: &'a StreamAppend) -> Result<AppendResult, StoreError> {
+        let actual: StreamVersion = self.versions.get(&append.stream).copied();
         let already: Vec<Option<&StoredAt>> = append
             .events
             .iter()
-            .map(|e| stored.get(&e.event_id))
+            .map(|e| self.stored.get(&e.event_id))
             .collect();
         if !append.events.is_empty() && already.iter().all(Option::is_some) {
             let places: Vec<&StoredAt> = already.into_iter().flatten().collect();
@@ -100,63 +171,56 @@ pub fn plan<'a>(
                     "event id already stored in another stream".into(),
                 ));
             }
-            results.push(AppendResult::Appended {
+            return Ok(AppendResult::Appended {
                 versions: places.iter().map(|p| p.version).collect(),
                 positions: places.iter().map(|p| p.position).collect(),
                 stream_version: actual,
             });
-            continue;
         }
         if already.iter().any(Option::is_some) {
             return Err(StoreError::InvalidAppend(
                 "some but not all of an append's event ids are already stored".into(),
             ));
         }
-        if broken.contains(append.stream.as_str()) || !append.expected.admits(actual) {
-            broken.insert(&append.stream);
-            results.push(AppendResult::Conflict {
+        if self.broken.contains(append.stream.as_str()) || !append.expected.admits(actual) {
+            self.broken.insert(&append.stream);
+            return Ok(AppendResult::Conflict {
                 expected: append.expected,
                 actual,
             });
-            continue;
         }
         let first_version = actual.map_or(0, |v| v + 1);
         let mut appended_versions = Vec::with_capacity(append.events.len());
         let mut positions = Vec::with_capacity(append.events.len());
         for (version, event) in (first_version..).zip(&append.events) {
-            rows.push(Row {
-                position: next_position,
+            self.plan.rows.push(Row {
+                position: self.next_position,
                 stream: &append.stream,
                 version,
                 event,
             });
             appended_versions.push(version);
-            positions.push(next_position);
-            next_position += 1;
+            positions.push(self.next_position);
+            self.next_position += 1;
         }
         let stream_version = appended_versions.last().copied().or(actual);
         if let Some(v) = stream_version {
-            versions.insert(append.stream.clone(), v);
+            self.versions.insert(append.stream.clone(), v);
         }
         if let Some(snapshot) = &append.snapshot {
             // A snapshot at any other version would describe events that are not (or not
             // only) the stored ones: a caller bug, and never worth storing.
             debug_assert_eq!(Some(snapshot.version), stream_version);
             if !append.events.is_empty() && stream_version == Some(snapshot.version) {
-                snapshots.push((append.stream.as_str(), snapshot));
+                self.plan.snapshots.push((append.stream.as_str(), snapshot));
             }
         }
-        results.push(AppendResult::Appended {
+        Ok(AppendResult::Appended {
             versions: appended_versions,
             positions,
             stream_version,
-        });
+        })
     }
-    Ok(Plan {
-        results,
-        rows,
-        snapshots,
-    })
 }
 
 /// What a batch would do if the store were exactly as its writer believes: at `head`, and each
@@ -276,5 +340,62 @@ mod tests {
             data: "{}".into(),
         });
         assert!(speculate(&[with_snapshot], 9).is_none());
+    }
+
+    fn linked(stream: &str, expected: ExpectedVersion, events: usize) -> StreamAppend {
+        append(stream, expected, events).linked()
+    }
+
+    /// A chain whose second append conflicts writes nothing: its first append fails with it,
+    /// the positions it would have taken go to the next append, and the streams it named stay
+    /// broken for the rest of the batch.
+    #[test]
+    fn a_linked_chain_is_written_whole_or_not_at_all() {
+        let batch = [
+            linked("a", ExpectedVersion::Exact(4), 2),
+            append("b", ExpectedVersion::Exact(7), 1),
+            append("c", ExpectedVersion::NoStream, 1),
+            append("a", ExpectedVersion::Exact(6), 1),
+            linked("c", ExpectedVersion::Exact(0), 1),
+            append("d", ExpectedVersion::NoStream, 1),
+        ];
+        let versions = HashMap::from([("a".to_owned(), 4), ("b".to_owned(), 3)]);
+        let plan = plan(&batch, versions, &HashMap::new(), 100).unwrap();
+        assert!(matches!(plan.results[0], AppendResult::LinkedFailed));
+        assert!(matches!(
+            plan.results[1],
+            AppendResult::Conflict {
+                actual: Some(3),
+                ..
+            }
+        ));
+        assert!(
+            matches!(&plan.results[2], AppendResult::Appended { positions, .. } if positions == &vec![101])
+        );
+        assert!(plan.results[3].is_conflict(), "a's chain is broken");
+        assert!(
+            matches!(&plan.results[4], AppendResult::Appended { versions, .. } if versions == &vec![1])
+        );
+        assert!(
+            matches!(&plan.results[5], AppendResult::Appended { positions, .. } if positions == &vec![103])
+        );
+        let placed: Vec<(&str, u64, Position)> = plan
+            .rows
+            .iter()
+            .map(|r| (r.stream, r.version, r.position))
+            .collect();
+        assert_eq!(placed, vec![("c", 0, 101), ("c", 1, 102), ("d", 0, 103)]);
+    }
+
+    #[test]
+    fn a_batch_may_not_end_inside_a_chain() {
+        let batch = [
+            append("a", ExpectedVersion::Any, 1),
+            linked("b", ExpectedVersion::Any, 1),
+        ];
+        assert!(matches!(
+            plan(&batch, HashMap::new(), &HashMap::new(), 0),
+            Err(StoreError::InvalidAppend(_))
+        ));
     }
 }
