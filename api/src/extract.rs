@@ -291,11 +291,15 @@ impl<S: Send + Sync> FromRequestParts<S> for UserPath {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let project = parse_project(&path_param(parts, "p").await?)?;
-        let raw = path_param(parts, "u").await?;
-        let user = UserId::parse(&raw)
-            .map_err(|e| ApiError::InvalidRequest(format!("{e} (got {:?})", truncate(&raw))))?;
+        let user = parse_user(&path_param(parts, "u").await?)?;
         Ok(UserPath(project, user))
     }
+}
+
+/// A user id from a path or a query (`?user=`, Nova's `?user_id=`): the project id grammar.
+pub fn parse_user(raw: &str) -> Result<UserId, ApiError> {
+    UserId::parse(raw)
+        .map_err(|e| ApiError::InvalidRequest(format!("{e} (got {:?})", truncate(raw))))
 }
 
 /// A query string parsed as `T` (whose types reject unknown parameters).

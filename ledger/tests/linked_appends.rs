@@ -13,6 +13,9 @@ use ledger::{
 use serde_json::json;
 use uuid::Uuid;
 
+#[macro_use]
+mod common;
+
 fn event(tag: &str) -> EventData {
     EventData {
         event_id: Uuid::now_v7(),
@@ -180,29 +183,6 @@ async fn racing_chains_are_all_or_nothing(stores: Vec<Arc<dyn EventStore>>) {
     assert_eq!(parent, children, "each chain is stored whole or not at all");
     assert_eq!(parent.len(), total);
     assert!(total > 0);
-}
-
-macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    let (_dir, store) = ledger::testing::sqlite_store().await;
-                    super::$name(store).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    let Some((_schema, store)) = ledger::testing::postgres_store().await else { return };
-                    super::$name(store).await;
-                }
-            )*
-        }
-    };
 }
 
 conformance!(

@@ -14,6 +14,9 @@ use ledger::{
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+#[macro_use]
+mod common;
+
 fn event(n: u64) -> EventData {
     EventData {
         event_id: Uuid::now_v7(),
@@ -466,29 +469,6 @@ async fn snapshots_are_stored_only_with_their_events(store: Arc<dyn EventStore>)
         store.read_snapshot("t").await.unwrap().unwrap().data,
         "next"
     );
-}
-
-macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    let (_dir, store) = ledger::testing::sqlite_store().await;
-                    super::$name(store).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    let Some((_schema, store)) = ledger::testing::postgres_store().await else { return };
-                    super::$name(store).await;
-                }
-            )*
-        }
-    };
 }
 
 conformance!(

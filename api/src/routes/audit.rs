@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::Json;
-use domain::{ProjectId, ReservationId, UserId, EVENT_TYPES};
+use domain::{ProjectId, ReservationId, EVENT_TYPES};
 use projections::{AuditEntry, AuditQuery, MAX_AUDIT_PAGE};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::rfc3339;
 use super::usage::{catch_up, running};
 use crate::error::{truncate, ApiError};
-use crate::extract::{page_size, parse_time, ApiQuery, ProjectPath};
+use crate::extract::{page_size, parse_time, parse_user, ApiQuery, ProjectPath};
 use crate::limits::MAX_PRINCIPAL_CHARS;
 use crate::openapi::schemas::{
     AuditCursorSchema, AuditPageSizeSchema, ClientTextSchema, EventTypeSchema, PositionSchema,
@@ -212,12 +212,7 @@ fn audit_query(params: AuditParams) -> Result<AuditQuery, ApiError> {
         reservation,
         actor: params.actor,
         principal: params.principal.map(principal_filter).transpose()?,
-        user: params
-            .user
-            .as_deref()
-            .map(UserId::parse)
-            .transpose()
-            .map_err(|e| ApiError::InvalidRequest(e.to_string()))?,
+        user: params.user.as_deref().map(parse_user).transpose()?,
         limit,
         cursor: params.cursor,
     })

@@ -4,7 +4,7 @@
 
 use axum::extract::State;
 use axum::Json;
-use domain::{ProjectId, UserId};
+use domain::ProjectId;
 use projections::{ListedReservation, ReservationPage, ReservationQuery, StatusFilter};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -13,7 +13,7 @@ use super::reservations::ReservationResponse;
 use super::rfc3339;
 use super::usage::{catch_up, running};
 use crate::error::{truncate, ApiError};
-use crate::extract::{page_size, parse_time, ApiQuery, ProjectPath};
+use crate::extract::{page_size, parse_time, parse_user, ApiQuery, ProjectPath};
 use crate::openapi::schemas::{
     PositionSchema, ProjectIdSchema, ReservationCursorSchema, ReservationPageSizeSchema,
     ReservationStatusSchema, TimestampSchema, UserIdSchema,
@@ -71,12 +71,7 @@ fn reservation_query(params: ReservationListParams) -> Result<ReservationQuery, 
     let limit = page_size(params.limit, projections::MAX_RESERVATION_PAGE)?;
     Ok(ReservationQuery {
         status: params.status.as_deref().map(status_filter).transpose()?,
-        user: params
-            .user
-            .as_deref()
-            .map(UserId::parse)
-            .transpose()
-            .map_err(|e| ApiError::InvalidRequest(e.to_string()))?,
+        user: params.user.as_deref().map(parse_user).transpose()?,
         older_than: params
             .older_than
             .as_deref()

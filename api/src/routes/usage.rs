@@ -28,6 +28,16 @@ pub struct UsageQuery {
     pub min_position: Option<u64>,
 }
 
+impl UsageQuery {
+    /// `at`, parsed: the time a usage is asked as it stood at.
+    pub fn at(&self) -> Result<Option<domain::Timestamp>, ApiError> {
+        self.at
+            .as_deref()
+            .map(|raw| parse_time("at", raw))
+            .transpose()
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ResourceUsageBody {
     /// The effective limit, -1 for unlimited.
@@ -144,11 +154,7 @@ pub async fn get_usage(
     ProjectPath(project): ProjectPath,
     ApiQuery(query): ApiQuery<UsageQuery>,
 ) -> Result<Json<UsageResponse>, ApiError> {
-    let at = query
-        .at
-        .as_deref()
-        .map(|raw| parse_time("at", raw))
-        .transpose()?;
+    let at = query.at()?;
     let projections = running(&state)?;
     catch_up(&state, projections, query.min_position).await?;
     let report = match at {

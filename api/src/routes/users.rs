@@ -19,7 +19,7 @@ use super::limits::{
 };
 use super::usage::{refuse_past_head, running, ResourceUsageBody, UsageQuery, UsageResponse};
 use crate::error::ApiError;
-use crate::extract::{parse_time, ApiQuery, JsonBody, OptionalJsonBody, RequestContext, UserPath};
+use crate::extract::{ApiQuery, JsonBody, OptionalJsonBody, RequestContext, UserPath};
 use crate::openapi::schemas::{ProjectIdSchema, UserIdSchema};
 use crate::problem::ProblemDocument;
 use crate::server::AppState;
@@ -118,11 +118,7 @@ pub async fn get_user_usage(
     UserPath(project, user): UserPath,
     ApiQuery(query): ApiQuery<UsageQuery>,
 ) -> Result<Json<UsageResponse>, ApiError> {
-    let at = query
-        .at
-        .as_deref()
-        .map(|raw| parse_time("at", raw))
-        .transpose()?;
+    let at = query.at()?;
     if let Some(position) = query.min_position {
         refuse_past_head(&state, position).await?;
     }

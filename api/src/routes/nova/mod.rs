@@ -19,6 +19,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::{truncate, ApiError};
+use crate::extract::parse_user;
 
 /// Where the Compute API is mounted.
 pub const PREFIX: &str = "/compute/v2.1";
@@ -33,11 +34,7 @@ pub struct UserQuery {
 impl UserQuery {
     /// The user the request is about, validated (the project id grammar).
     pub fn user(&self) -> Result<Option<UserId>, ApiError> {
-        self.user_id
-            .as_deref()
-            .map(UserId::parse)
-            .transpose()
-            .map_err(|e| ApiError::InvalidRequest(e.to_string()))
+        self.user_id.as_deref().map(parse_user).transpose()
     }
 }
 
