@@ -164,7 +164,8 @@ impl ProblemCode {
 }
 
 /// A problem as sent on the wire. The extra members depend on the type: `over-quota` carries
-/// `overs`, `limits`, `usage` and `headroom`; `limit-below-usage` carries `resources` (an
+/// `overs`, `limits`, `usage` and `headroom` (and `max_count` for a counted reserve, the
+/// `user_*` members when over a user's own limits); `limit-below-usage` carries `resources` (an
 /// object); `unknown-resource` and `usage-underflow` carry `resources` (a list of names);
 /// `not-caught-up` carries `min_position` and `position`. Members a type does not carry are left
 /// out, never `null`.
@@ -200,6 +201,19 @@ pub struct ProblemDocument {
     /// over-quota of a counted reserve: the largest count that would fit (0 if none).
     #[schema(nullable = false)]
     pub max_count: Option<u32>,
+    /// over-quota of a reserve for a user over the user's own limits: those resources, sorted.
+    #[schema(nullable = false, value_type = Option<Vec<ResourceNameSchema>>)]
+    pub user_overs: Option<Vec<String>>,
+    /// over-quota for a user: the user's limit of every resource of the request (its own,
+    /// else the project's).
+    #[schema(nullable = false)]
+    pub user_limits: Option<BTreeMap<String, i64>>,
+    /// over-quota for a user: the user's `{resource: {in_use, reserved}}`.
+    #[schema(nullable = false)]
+    pub user_usage: Option<BTreeMap<String, ProblemUsage>>,
+    /// over-quota for a user: the user's `limit - in_use - reserved` per limited resource.
+    #[schema(nullable = false)]
+    pub user_headroom: Option<BTreeMap<String, i64>>,
     /// limit-below-usage: `{resource: {limit, in_use, reserved}}`; unknown-resource and
     /// usage-underflow: the names, sorted.
     #[schema(nullable = false)]
