@@ -135,6 +135,7 @@ impl Driver for OverHttp {
             expires_in: Some(i64::from(HOLD_SECONDS)),
             reservation_id: None,
             actor: Some("bench".into()),
+            user: None,
         };
         let result = self.client.reserve(project.as_str(), &body).await;
         self.answer(result)

@@ -4,6 +4,10 @@ use api::server::{ServeArgs, DEFAULT_STORE};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+mod values;
+
+use values::{parse_count, parse_pair, parse_user};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "quota",
@@ -43,10 +47,11 @@ pub enum Command {
     /// Default limits (they also define which resources exist).
     #[command(subcommand)]
     Defaults(DefaultsCommand),
-    /// A project's limits.
+    /// A project's limits, or with `--user` a user's inside it.
     #[command(subcommand)]
     Limits(LimitsCommand),
-    /// Reserve deltas for a project: `quota reserve acme instances=1 cores=2 ram=4096`.
+    /// Reserve deltas for a project: `quota reserve acme instances=1 cores=2 ram=4096`; with
+    /// `--user alice` for a user inside it, whose own limits cap the reserve too.
     Reserve {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
         project: String,
@@ -70,6 +75,10 @@ pub enum Command {
         /// numbers it would be judged on); nothing is held or recorded.
         #[arg(long)]
         dry_run: bool,
+        /// The user inside the project the reserve is for (the project id grammar): besides
+        /// the project's limits, it must fit the user's own limits, where it has some.
+        #[arg(long, value_parser = parse_user)]
+        user: Option<String>,
     },
     /// Commit a held reservation.
     Commit {
@@ -112,14 +121,18 @@ pub enum Command {
         /// Why, for the audit (1 to 256 characters).
         #[arg(long)]
         reason: String,
-        /// A user's in_use instead of the project's (not supported by the server yet).
-        #[arg(long)]
+        /// A user's in_use instead of the project's (the project's in_use moves by as much).
+        #[arg(long, value_parser = parse_user)]
         user: Option<String>,
     },
-    /// A project's usage, now or at a past time.
+    /// A project's usage, now or at a past time; with `--user`, a user's inside it.
     Usage {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
         project: String,
+        /// A user's usage inside the project: per resource its limit (its own, else the
+        /// project's), in_use, reserved and headroom.
+        #[arg(long, value_parser = parse_user)]
+        user: Option<String>,
         /// RFC 3339 time, e.g. 2026-01-31T12:00:00Z.
         #[arg(long)]
         at: Option<String>,
@@ -150,26 +163,38 @@ pub enum DefaultsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum LimitsCommand {
-    /// Show a project's effective limits and where each comes from (project or default).
+    /// Show a project's effective limits and where each comes from (project or default); with
+    /// `--user`, a user's (user, project or default).
     Get {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
         project: String,
+        /// A user's limits inside the project instead of the project's.
+        #[arg(long, value_parser = parse_user)]
+        user: Option<String>,
     },
-    /// Set some of a project's limits: `quota limits set acme instances=5`.
+    /// Set some of a project's limits: `quota limits set acme instances=5`; a user's own
+    /// limits with `--user`: `quota limits set acme instances=2 --user alice` (admin).
     Set {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
         project: String,
         /// RESOURCE=LIMIT pairs; -1 is unlimited. Resources left out keep their limit.
         #[arg(required = true, value_parser = parse_pair)]
         limits: Vec<(String, i64)>,
-        /// Lower a limit below current usage anyway.
+        /// Lower a limit below current usage (the user's, with --user) anyway.
         #[arg(long)]
         force: bool,
+        /// Set the user's own limits inside the project instead of the project's.
+        #[arg(long, value_parser = parse_user)]
+        user: Option<String>,
     },
-    /// Remove the project's own limits: back to the defaults.
+    /// Remove the project's own limits: back to the defaults. With `--user`, remove the user's
+    /// own limits: no cap but the project's.
     Reset {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
         project: String,
+        /// Remove the user's own limits instead of the project's.
+        #[arg(long, value_parser = parse_user)]
+        user: Option<String>,
     },
 }
 
@@ -196,6 +221,10 @@ pub struct AuditArgs {
     /// Only the entries whose request named this actor.
     #[arg(long)]
     pub actor: Option<String>,
+    /// Only the entries about this user inside the project (its reserves, denials,
+    /// corrections and limits).
+    #[arg(long, value_parser = parse_user)]
+    pub user: Option<String>,
     #[command(flatten)]
     pub pages: PageArgs,
 }
@@ -223,7 +252,7 @@ pub struct ReservationsArgs {
     #[arg(long, value_parser = ["held", "committed", "released"])]
     pub status: Option<String>,
     /// Only reservations made for this user.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_user)]
     pub user: Option<String>,
     /// Only reservations made before this RFC 3339 time, e.g. 2026-01-31T12:00:00Z.
     #[arg(long)]
@@ -255,29 +284,6 @@ pub enum ProjectionsCommand {
         #[arg(long, env = "QUOTA_STORE", default_value = DEFAULT_STORE)]
         store: String,
     },
-}
-
-/// `MIN:MAX` of `reserve --count`.
-fn parse_count(s: &str) -> Result<(u32, u32), String> {
-    let (min, max) = s
-        .split_once(':')
-        .ok_or_else(|| format!("expected MIN:MAX, like 1:5, not {s:?}"))?;
-    let number = |n: &str| {
-        n.trim()
-            .parse::<u32>()
-            .map_err(|_| format!("{n:?} is not a count (a whole number from 1 to 10000)"))
-    };
-    Ok((number(min)?, number(max)?))
-}
-
-fn parse_pair(s: &str) -> Result<(String, i64), String> {
-    let (name, value) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected RESOURCE=NUMBER, got {s:?}"))?;
-    let value = value
-        .parse::<i64>()
-        .map_err(|e| format!("{name}: {value:?} is not a 64-bit integer: {e}"))?;
-    Ok((name.to_owned(), value))
 }
 
 /// Where the client options show in a command's help: after the command's own options.
@@ -456,6 +462,52 @@ mod tests {
         assert_eq!(refused(&["quota", "projections", "verify", "--json"]), None);
         assert_eq!(refused(&["quota", "--json", "usage", "acme"]), None);
         assert_eq!(refused(&["quota", "serve"]), None);
+    }
+
+    /// Every `--user` is checked before anything is sent (reserve, correct, limits, usage,
+    /// audit, reservations).
+    #[test]
+    fn every_user_option_is_checked() {
+        for args in [
+            &["quota", "reserve", "acme", "instances=1", "--user", "a b"][..],
+            &[
+                "quota",
+                "correct",
+                "acme",
+                "instances=1",
+                "--reason",
+                "r",
+                "--user",
+                "a b",
+            ],
+            &["quota", "limits", "get", "acme", "--user", "a b"],
+            &[
+                "quota",
+                "limits",
+                "set",
+                "acme",
+                "instances=1",
+                "--user",
+                "a b",
+            ],
+            &["quota", "limits", "reset", "acme", "--user", "a b"],
+            &["quota", "usage", "acme", "--user", "a b"],
+            &["quota", "audit", "acme", "--user", "a b"],
+            &["quota", "reservations", "acme", "--user", "a b"],
+        ] {
+            let error = super::command()
+                .try_get_matches_from(args)
+                .expect_err("refused");
+            let text = error.to_string();
+            assert!(
+                text.contains("--user") && text.contains("invalid user id: contains ' '"),
+                "{args:?}: {text}"
+            );
+        }
+        let parsed = super::command()
+            .try_get_matches_from(["quota", "usage", "acme", "--user", "alice"])
+            .expect("a good user id parses");
+        assert!(parsed.subcommand_matches("usage").is_some());
     }
 
     /// Every command, argument and option says what it is (issue 17): walks the whole tree.

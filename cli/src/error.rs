@@ -1,6 +1,6 @@
 //! A failed command: what it prints, and how a client's error reads on the command line.
 
-use client::ClientError;
+use client::{ClientError, Problem};
 use serde_json::Value;
 
 /// A failed command: the message for stderr, and the problem for `--json`.
@@ -21,8 +21,8 @@ impl CliError {
 }
 
 /// What an operator can do about a refusal, for the problems that have one remedy.
-fn hint(status: u16, code: &str) -> Option<&'static str> {
-    match (status, code) {
+fn hint(problem: &Problem) -> Option<&'static str> {
+    match (problem.status, problem.code.as_str()) {
         (401, _) => Some("set QUOTA_TOKEN or --token"),
         (_, "limit-below-usage") => Some(
             "to set it anyway, add --force: usage stays as it is, and reserves are refused \
@@ -32,8 +32,19 @@ fn hint(status: u16, code: &str) -> Option<&'static str> {
             "a resource exists once it has a default limit: quota defaults set NAME=LIMIT \
              (-1 for unlimited)",
         ),
+        (_, "over-quota") if over_a_users_limits(problem) => Some(
+            "user_overs are over the user's own limits: quota usage PROJECT --user USER shows \
+             them, quota limits set PROJECT NAME=LIMIT --user USER changes them",
+        ),
         _ => None,
     }
+}
+
+/// Whether an over-quota problem names resources over the user's own limits (`user_overs`).
+fn over_a_users_limits(problem: &Problem) -> bool {
+    problem.extensions.iter().any(|(name, value)| {
+        name == "user_overs" && value.as_array().is_some_and(|o| !o.is_empty())
+    })
 }
 
 /// A client's error, with the hint an operator needs for the usual causes (no server at the
@@ -46,7 +57,7 @@ impl From<ClientError> for CliError {
             )),
             ClientError::Problem(problem) => {
                 let mut message = problem.to_string();
-                if let Some(hint) = hint(problem.status, &problem.code) {
+                if let Some(hint) = hint(&problem) {
                     message.push_str("\n  (");
                     message.push_str(hint);
                     message.push(')');

@@ -1,7 +1,8 @@
-//! `quota defaults get|set` and `quota limits get|set|reset`.
+//! `quota defaults get|set` and `quota limits get|set|reset`, a project's or (`--user`) a user's
+//! inside it.
 
 use client::wire::{Amounts, ProjectLimits, SetDefaults, SetLimits};
-use client::Client;
+use client::{Answer, Client, ClientError};
 
 use crate::args::{DefaultsCommand, LimitsCommand};
 use crate::output::{limit_text, Output};
@@ -27,34 +28,56 @@ pub async fn defaults(
 
 pub async fn limits(client: &Client, out: Output, command: LimitsCommand) -> Result<(), CliError> {
     match command {
-        LimitsCommand::Get { project } => {
-            let answer = client.limits(&project).await?;
+        LimitsCommand::Get { project, user } => {
+            let answer = read(client, &project, user.as_deref()).await?;
             out.print(&answer, project_limits_table);
         }
         LimitsCommand::Set {
             project,
             limits,
             force,
+            user,
         } => {
             let body = SetLimits {
                 limits: limits.into_iter().collect(),
                 force,
             };
-            let answer = client.set_limits(&project, &body).await?;
+            let answer = match &user {
+                Some(user) => client.set_user_limits(&project, user, &body).await?,
+                None => client.set_limits(&project, &body).await?,
+            };
             out.print(&answer, |body| limits_table(&body.limits));
         }
-        LimitsCommand::Reset { project } => {
-            client.reset_limits(&project).await?;
+        LimitsCommand::Reset { project, user } => {
+            match &user {
+                Some(user) => client.reset_user_limits(&project, user).await?,
+                None => client.reset_limits(&project).await?,
+            }
             if out.json {
                 // The reset answers 204 with no body; a script gets the limits now in effect,
-                // as `--json limits get` prints them (every source is then `default`).
-                println!("{}", client.limits(&project).await?.json);
+                // as `--json limits get` prints them (every source is then `default`, or for a
+                // user `project` or `default`).
+                println!("{}", read(client, &project, user.as_deref()).await?.json);
+            } else if let Some(user) = user {
+                println!("{user} has no limits of its own in {project}: no cap but the project's");
             } else {
                 println!("{project} is back on the default limits");
             }
         }
     }
     Ok(())
+}
+
+/// A project's limits, or a user's inside it.
+async fn read(
+    client: &Client,
+    project: &str,
+    user: Option<&str>,
+) -> Result<Answer<ProjectLimits>, ClientError> {
+    match user {
+        Some(user) => client.user_limits(project, user).await,
+        None => client.limits(project).await,
+    }
 }
 
 /// The defaults define which resources exist: with none, say how to create one.

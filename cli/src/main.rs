@@ -91,6 +91,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
             actor,
             count,
             dry_run,
+            user,
         } => {
             let body = Reserve {
                 deltas: deltas.into_iter().collect(),
@@ -98,6 +99,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
                 reservation_id: id,
                 actor,
                 count: count.map(|(min, max)| CountSpec { min, max }),
+                user,
             };
             if dry_run {
                 reservations::dry_run(&client()?, out, &project, &body).await
@@ -130,11 +132,12 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Reservations(args) => reservations::list(&client()?, out, args).await,
         Command::Usage {
             project,
+            user,
             at,
             min_position,
         } => {
             let query = UsageQuery { at, min_position };
-            views::usage(&client()?, out, &project, &query).await
+            views::usage(&client()?, out, &project, user.as_deref(), &query).await
         }
         Command::Audit(args) => views::audit(&client()?, out, args).await,
         Command::Projections(ProjectionsCommand::Status) => {

@@ -1,7 +1,10 @@
 //! `quota reserve`, `commit`, `release`, `reservation` and `reservations`.
 
+use std::collections::BTreeMap;
+
 use client::wire::{
     DryRun, Reservation, ReservationList, ReservationListQuery, Reserve, Step, TransitionBody,
+    UsageNumbers,
 };
 use client::Client;
 
@@ -29,42 +32,78 @@ pub async fn dry_run(
     body: &Reserve,
 ) -> Result<(), CliError> {
     let answer = client.reserve_dry_run(project, body).await?;
-    out.print(&answer, dry_run_text);
+    out.print(&answer, |answer| dry_run_text(answer, body.user.as_deref()));
     Ok(())
 }
 
-fn dry_run_text(answer: &DryRun) -> String {
+/// The verdict and the project's numbers; for a reserve with a user, then the user's numbers.
+fn dry_run_text(answer: &DryRun, user: Option<&str>) -> String {
     let verdict = match (answer.granted, answer.count, answer.max_count) {
         (true, Some(count), _) => format!("would be granted, count {count}"),
         (true, None, _) => "would be granted".to_owned(),
         (false, _, most) => {
             let most = most.map(|n| format!(" (at most count {n} would fit)"));
             format!(
-                "would be denied: over quota for {}{}",
-                answer.overs.join(", "),
+                "would be denied: {}{}",
+                overs_text(&answer.overs, answer.user_overs.as_deref(), user),
                 most.unwrap_or_default()
             )
         }
     };
-    let rows: Vec<Vec<String>> = answer
-        .limits
+    let table = standing_table(&answer.limits, &answer.usage, &answer.headroom);
+    let mut text = format!("{verdict} (dry run: nothing held or recorded)\n{table}");
+    if let (Some(limits), Some(usage)) = (&answer.user_limits, &answer.user_usage) {
+        let empty = BTreeMap::new();
+        let headroom = answer.user_headroom.as_ref().unwrap_or(&empty);
+        let whose = user.map_or("the user".to_owned(), |u| format!("user {u}"));
+        text.push_str(&format!(
+            "\n{whose} (its own limits, else the project's):\n{}",
+            standing_table(limits, usage, headroom)
+        ));
+    }
+    text
+}
+
+/// `over quota for instances`, `over user alice's quota for cores`, or both.
+fn overs_text(overs: &[String], user_overs: Option<&[String]>, user: Option<&str>) -> String {
+    let mut parts = Vec::new();
+    if !overs.is_empty() {
+        parts.push(format!("over quota for {}", overs.join(", ")));
+    }
+    if let Some(user_overs) = user_overs.filter(|o| !o.is_empty()) {
+        let whose = user.map_or("the user's".to_owned(), |u| format!("user {u}'s"));
+        parts.push(format!("over {whose} quota for {}", user_overs.join(", ")));
+    }
+    if parts.is_empty() {
+        // Denied over nothing named here (an ancestor's limit, say): the server's fields say.
+        return "over quota".to_owned();
+    }
+    parts.join(", and ")
+}
+
+/// A row per resource: its limit, in_use, reserved and headroom.
+fn standing_table(
+    limits: &BTreeMap<String, i64>,
+    usage: &BTreeMap<String, UsageNumbers>,
+    headroom: &BTreeMap<String, i64>,
+) -> String {
+    let rows: Vec<Vec<String>> = limits
         .iter()
         .map(|(resource, limit)| {
-            let usage = answer.usage.get(resource);
+            let usage = usage.get(resource);
             vec![
                 resource.clone(),
                 limit_text(*limit),
                 or_dash(usage.map(|u| u.in_use)),
                 or_dash(usage.map(|u| u.reserved)),
-                or_dash(answer.headroom.get(resource)),
+                or_dash(headroom.get(resource)),
             ]
         })
         .collect();
-    let table = table::render(
+    table::render(
         &["RESOURCE", "LIMIT", "IN_USE", "RESERVED", "HEADROOM"],
         &rows,
-    );
-    format!("{verdict} (dry run: nothing held or recorded)\n{table}")
+    )
 }
 
 /// `quota commit` or `quota release`.
@@ -130,12 +169,17 @@ pub async fn list(client: &Client, out: Output, args: ReservationsArgs) -> Resul
 }
 
 /// The reservations as a table; `next` is the cursor of the page after them, if there is one.
+/// A USER column only when some reservation is for a user.
 fn list_table(reservations: &[Reservation], next: Option<&str>) -> String {
+    let users = reservations.iter().any(|r| r.user.is_some());
     let rows: Vec<Vec<String>> = reservations
         .iter()
         .map(|r| {
-            vec![
-                r.reservation_id.to_string(),
+            let mut row = vec![r.reservation_id.to_string()];
+            if users {
+                row.push(or_dash(r.user.as_ref()));
+            }
+            row.extend([
                 r.status.clone(),
                 pairs_text(&r.deltas),
                 r.created_at.clone(),
@@ -143,21 +187,23 @@ fn list_table(reservations: &[Reservation], next: Option<&str>) -> String {
                 or_dash((r.status == "held").then_some(&r.expires_at)),
                 or_dash(r.reason.as_ref()),
                 r.position.to_string(),
-            ]
+            ]);
+            row
         })
         .collect();
-    let mut out = table::render(
-        &[
-            "RESERVATION",
-            "STATUS",
-            "DELTAS",
-            "CREATED_AT",
-            "EXPIRES_AT",
-            "REASON",
-            "POSITION",
-        ],
-        &rows,
-    );
+    let mut headers = vec!["RESERVATION"];
+    if users {
+        headers.push("USER");
+    }
+    headers.extend([
+        "STATUS",
+        "DELTAS",
+        "CREATED_AT",
+        "EXPIRES_AT",
+        "REASON",
+        "POSITION",
+    ]);
+    let mut out = table::render(&headers, &rows);
     if rows.is_empty() {
         out.push_str("\n(no reservations match)");
     }
@@ -172,8 +218,11 @@ fn reservation_text(answer: &Reservation) -> String {
     let mut rows = vec![
         ("reservation", answer.reservation_id.to_string()),
         ("project", answer.project.clone()),
-        ("status", answer.status.clone()),
     ];
+    if let Some(user) = &answer.user {
+        rows.push(("user", user.clone()));
+    }
+    rows.push(("status", answer.status.clone()));
     if let Some(reason) = &answer.reason {
         rows.push(("reason", reason.clone()));
     }

@@ -1,4 +1,5 @@
-//! `quota usage`, `quota audit` and `quota correct`: usage and its history, over HTTP.
+//! `quota usage`, `quota audit` and `quota correct`: usage and its history, over HTTP, a
+//! project's or (`--user`) a user's inside it.
 
 use client::wire::{AuditEntry, AuditPage, AuditQuery, Correct, Usage, UsageQuery};
 use client::{AuditOf, Client};
@@ -8,13 +9,18 @@ use crate::output::{limit_text, or_dash, pairs_text, Output};
 use crate::pages::{every_page, print_all};
 use crate::{table, CliError};
 
+/// `quota usage PROJECT [--user U]`: the project's usage, or a user's inside it.
 pub async fn usage(
     client: &Client,
     out: Output,
     project: &str,
+    user: Option<&str>,
     query: &UsageQuery,
 ) -> Result<(), CliError> {
-    let answer = client.usage(project, query).await?;
+    let answer = match user {
+        Some(user) => client.user_usage(project, user, query).await?,
+        None => client.usage(project, query).await?,
+    };
     out.print(&answer, |usage| usage_table(usage, query.at.as_deref()));
     Ok(())
 }
@@ -27,6 +33,7 @@ pub async fn audit(client: &Client, out: Output, args: AuditArgs) -> Result<(), 
         event_type: args.event_type,
         reservation: args.reservation,
         actor: args.actor,
+        user: args.user,
         cursor: args.pages.cursor,
         limit: args.pages.limit,
     };
@@ -84,14 +91,20 @@ pub async fn correct(
                 ]
             })
             .collect();
+        let user = body.user.as_ref();
         if rows.is_empty() {
+            let of = user.map_or(String::new(), |user| format!(" of user {user}"));
             return format!(
-                "(nothing to correct: every count was already right; position {})",
+                "(nothing to correct: every count{of} was already right; position {})",
                 done.position
             );
         }
+        // A user's correction: the numbers are the user's, and the project's moved as much.
+        let whose = user.map_or(String::new(), |user| {
+            format!("user {user}'s in_use; the project's moved by as much; ")
+        });
         let table = table::render(&["RESOURCE", "IN_USE_BEFORE", "IN_USE_AFTER"], &rows);
-        format!("{table}\n(position {})", done.position)
+        format!("{table}\n({whose}position {})", done.position)
     });
     Ok(())
 }
@@ -120,37 +133,43 @@ fn usage_table(answer: &Usage, at: Option<&str>) -> String {
         (true, Some(at)) => format!("\n(no usage at {at}: no resource existed yet)"),
         (true, None) => "\n(no resources yet: quota defaults set NAME=LIMIT creates one)".into(),
     };
-    format!("{table}{hint}\n(as of position {})", answer.position)
+    // A user's usage says whose it is: its limits may be the project's, its usage is its own.
+    let whose = answer.user.as_ref().map_or(String::new(), |user| {
+        format!("user {user} of {}, ", answer.project)
+    });
+    format!("{table}{hint}\n({whose}as of position {})", answer.position)
 }
 
-/// The entries as a table; `next` is the cursor of the page after them, if there is one.
+/// The entries as a table; `next` is the cursor of the page after them, if there is one. A
+/// USER column only when some entry is about a user.
 fn audit_table(entries: &[AuditEntry], next: Option<&str>) -> String {
+    let users = entries.iter().any(|entry| entry.user.is_some());
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|entry| {
-            vec![
+            let mut row = vec![
                 entry.position.to_string(),
                 entry.at.clone(),
                 entry.event_type.clone(),
                 or_dash(entry.reservation_id),
+            ];
+            if users {
+                row.push(or_dash(entry.user.as_ref()));
+            }
+            row.extend([
                 or_dash(entry.deltas.as_ref().map(pairs_text)),
                 or_dash(entry.actor.as_ref()),
                 or_dash(entry.reason.as_ref()),
-            ]
+            ]);
+            row
         })
         .collect();
-    let mut out = table::render(
-        &[
-            "POSITION",
-            "AT",
-            "TYPE",
-            "RESERVATION",
-            "DELTAS",
-            "ACTOR",
-            "REASON",
-        ],
-        &rows,
-    );
+    let mut headers = vec!["POSITION", "AT", "TYPE", "RESERVATION"];
+    if users {
+        headers.push("USER");
+    }
+    headers.extend(["DELTAS", "ACTOR", "REASON"]);
+    let mut out = table::render(&headers, &rows);
     if let Some(next) = next {
         out.push_str(&format!("\n(more: --cursor {next})"));
     }

@@ -121,6 +121,45 @@ impl Client {
         Ok(())
     }
 
+    /// A user's effective limits and where each comes from (`user`, `project` or `default`).
+    pub async fn user_limits(
+        &self,
+        project: &str,
+        user: &str,
+    ) -> Result<Answer<ProjectLimits>, ClientError> {
+        let path = user_path(project, user, "limits");
+        self.call(Method::GET, &path, &(), None::<&()>).await
+    }
+
+    /// Sets some of a user's own limits (an admin token).
+    pub async fn set_user_limits(
+        &self,
+        project: &str,
+        user: &str,
+        body: &SetLimits,
+    ) -> Result<Answer<EffectiveLimits>, ClientError> {
+        let path = user_path(project, user, "limits");
+        self.call(Method::PUT, &path, &(), Some(body)).await
+    }
+
+    /// Removes a user's own limits: it has no cap but the project's (an admin token).
+    pub async fn reset_user_limits(&self, project: &str, user: &str) -> Result<(), ClientError> {
+        let path = user_path(project, user, "limits");
+        self.send(Method::DELETE, &path, &(), None::<&()>).await?;
+        Ok(())
+    }
+
+    /// A user's usage inside a project, now or at a past instant (`query.at`).
+    pub async fn user_usage(
+        &self,
+        project: &str,
+        user: &str,
+        query: &UsageQuery,
+    ) -> Result<Answer<Usage>, ClientError> {
+        let path = user_path(project, user, "usage");
+        self.call(Method::GET, &path, query, None::<&()>).await
+    }
+
     pub async fn reserve(
         &self,
         project: &str,
@@ -162,7 +201,7 @@ impl Client {
         self.call(Method::GET, &path, &(), None::<&()>).await
     }
 
-    /// Sets the project's in_use to real counts (an admin token).
+    /// Sets the project's in_use (or a user's, `body.user`) to real counts (an admin token).
     pub async fn correct(
         &self,
         project: &str,
@@ -271,6 +310,15 @@ impl Client {
 
 fn limits_path(project: &str) -> String {
     format!("/v1/projects/{}/limits", segment(project))
+}
+
+/// `/v1/projects/{project}/users/{user}/{what}`.
+fn user_path(project: &str, user: &str, what: &str) -> String {
+    format!(
+        "/v1/projects/{}/users/{}/{what}",
+        segment(project),
+        segment(user)
+    )
 }
 
 fn reservation_path(project: &str, id: &str) -> String {

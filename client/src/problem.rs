@@ -142,6 +142,19 @@ mod tests {
     }
 
     #[test]
+    fn a_users_over_quota_names_the_users_overs() {
+        let text = r#"{"type":"https://quota-ledger.dev/problems/over-quota","title":"Over quota",
+            "status":403,"detail":"over the user's quota for instances","overs":[],
+            "user_overs":["instances"]}"#;
+        let error = ClientError::from_answer(reqwest::StatusCode::FORBIDDEN, text);
+        assert_eq!(
+            error.to_string(),
+            "over-quota (403): over the user's quota for instances\n  overs: []\n  \
+             user_overs: [\"instances\"]"
+        );
+    }
+
+    #[test]
     fn a_body_that_is_not_a_problem_is_quoted() {
         let error = ClientError::from_answer(reqwest::StatusCode::BAD_GATEWAY, "<html>");
         assert_eq!(

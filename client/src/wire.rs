@@ -18,7 +18,7 @@ pub struct SetDefaults {
     pub limits: Amounts,
 }
 
-/// `PUT /v1/projects/{project}/limits`.
+/// `PUT /v1/projects/{project}/limits`, and a user's (`…/users/{user}/limits`).
 #[derive(Debug, Clone, Serialize)]
 pub struct SetLimits {
     pub limits: Amounts,
@@ -42,6 +42,9 @@ pub struct Reserve {
     /// A counted reserve: `deltas` per unit, the largest count in the range granted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub count: Option<CountSpec>,
+    /// The user inside the project the reserve is for: the user's own limits cap it too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// `count` of a counted reserve.
@@ -57,6 +60,7 @@ pub struct Correct {
     /// `{resource: real in_use}`.
     pub in_use: Amounts,
     pub reason: String,
+    /// A user's in_use instead of the project's (the project's moves by as much).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
 }
@@ -92,6 +96,20 @@ pub struct DryRun {
     pub usage: BTreeMap<String, UsageNumbers>,
     /// Absent for unlimited resources.
     pub headroom: BTreeMap<String, i64>,
+    /// A reserve for a user: the resources that would be over the user's own limits (the
+    /// four `user_` fields are absent for a reserve without a user).
+    #[serde(default)]
+    pub user_overs: Option<Vec<String>>,
+    /// A reserve for a user: the user's limit of each resource of the request (its own,
+    /// else the project's; -1 unlimited).
+    #[serde(default)]
+    pub user_limits: Option<BTreeMap<String, i64>>,
+    /// A reserve for a user: the user's own in_use and reserved.
+    #[serde(default)]
+    pub user_usage: Option<BTreeMap<String, UsageNumbers>>,
+    /// A reserve for a user: the user's headroom (absent for unlimited resources).
+    #[serde(default)]
+    pub user_headroom: Option<BTreeMap<String, i64>>,
 }
 
 /// A resource's committed and held amounts.
@@ -130,7 +148,7 @@ pub struct TransitionBody {
     pub actor: String,
 }
 
-/// The query of `GET /v1/projects/{project}/usage`.
+/// The query of `GET /v1/projects/{project}/usage` and of a user's usage.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct UsageQuery {
     /// A past instant (RFC 3339): usage as it was then.
@@ -154,6 +172,9 @@ pub struct AuditQuery {
     pub reservation: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
+    /// Only the entries about this user inside the project.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     /// A previous page's `next`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
@@ -196,18 +217,24 @@ pub struct DefaultLimits {
     pub limits: Amounts,
 }
 
-/// A project's effective limits after a `PUT` of its limits.
+/// A project's (or a user's) effective limits after a `PUT` of its limits.
 #[derive(Debug, Clone, Deserialize)]
 pub struct EffectiveLimits {
     pub project: String,
+    /// A user's limits: the user (absent for a project's).
+    #[serde(default)]
+    pub user: Option<String>,
     pub limits: Amounts,
     pub position: u64,
 }
 
-/// A project's limits with where each comes from (`GET .../limits`).
+/// A project's (or a user's) limits with where each comes from (`GET .../limits`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct ProjectLimits {
     pub project: String,
+    /// A user's limits: the user (absent for a project's).
+    #[serde(default)]
+    pub user: Option<String>,
     pub limits: BTreeMap<String, LimitEntry>,
     pub position: u64,
 }
@@ -215,7 +242,7 @@ pub struct ProjectLimits {
 #[derive(Debug, Clone, Deserialize)]
 pub struct LimitEntry {
     pub limit: i64,
-    /// `project` or `default`.
+    /// `user` (a user's own override), `project` or `default`.
     pub source: String,
 }
 
@@ -228,6 +255,9 @@ pub struct Reservation {
     /// A counted reserve: the count granted.
     #[serde(default)]
     pub count: Option<u32>,
+    /// The user inside the project the reservation is for, if any.
+    #[serde(default)]
+    pub user: Option<String>,
     /// `held`, `committed` or `released`.
     pub status: String,
     pub expires_at: String,
@@ -239,10 +269,13 @@ pub struct Reservation {
     pub position: u64,
 }
 
-/// A project's usage, now or at a past instant.
+/// A project's (or a user's) usage, now or at a past instant.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Usage {
     pub project: String,
+    /// A user's usage: the user (absent for a project's).
+    #[serde(default)]
+    pub user: Option<String>,
     pub resources: BTreeMap<String, ResourceUsage>,
     pub position: u64,
 }
@@ -282,6 +315,9 @@ pub struct AuditEntry {
     pub actor: Option<String>,
     #[serde(default)]
     pub reason: Option<String>,
+    /// The user inside the project the event is about, where it has one.
+    #[serde(default)]
+    pub user: Option<String>,
 }
 
 /// One view's progress (`GET /v1/admin/projections`).
@@ -291,4 +327,82 @@ pub struct ProjectionStatus {
     pub position: u64,
     pub head: u64,
     pub lag: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_reserve_names_its_user_only_when_it_has_one() {
+        let mut body = Reserve {
+            deltas: Amounts::from([("instances".to_owned(), 1)]),
+            ..Reserve::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&body).expect("JSON"),
+            json!({"deltas": {"instances": 1}})
+        );
+        body.user = Some("alice".into());
+        assert_eq!(
+            serde_json::to_value(&body).expect("JSON"),
+            json!({"deltas": {"instances": 1}, "user": "alice"})
+        );
+        let query = AuditQuery {
+            user: Some("alice".into()),
+            ..AuditQuery::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&query).expect("JSON"),
+            json!({"user": "alice"})
+        );
+    }
+
+    #[test]
+    fn a_dry_run_reads_the_users_numbers_when_it_has_them() {
+        let project = json!({"granted": true, "overs": [], "limits": {"instances": 10},
+            "usage": {"instances": {"in_use": 0, "reserved": 0}}, "headroom": {"instances": 10}});
+        let answer: DryRun = serde_json::from_value(project.clone()).expect("a dry run");
+        assert!(answer.user_overs.is_none() && answer.user_limits.is_none());
+
+        let mut user = project;
+        user["granted"] = json!(false);
+        user["user_overs"] = json!(["instances"]);
+        user["user_limits"] = json!({"instances": 2});
+        user["user_usage"] = json!({"instances": {"in_use": 1, "reserved": 1}});
+        user["user_headroom"] = json!({"instances": 0});
+        let answer: DryRun = serde_json::from_value(user).expect("a user's dry run");
+        assert_eq!(answer.user_overs, Some(vec!["instances".to_owned()]));
+        assert_eq!(
+            answer.user_limits,
+            Some(Amounts::from([("instances".into(), 2)]))
+        );
+        let usage = &answer.user_usage.expect("user_usage")["instances"];
+        assert_eq!((usage.in_use, usage.reserved), (1, 1));
+        assert_eq!(
+            answer.user_headroom,
+            Some(Amounts::from([("instances".into(), 0)]))
+        );
+    }
+
+    #[test]
+    fn reservations_and_audit_entries_carry_their_user_when_they_have_one() {
+        let reservation = json!({"reservation_id": "6f1d630e-0000-4000-8000-000000000001",
+            "project": "globex", "deltas": {"instances": 2}, "status": "held",
+            "expires_at": "2026-01-01T00:00:00Z", "created_at": "2026-01-01T00:00:00Z",
+            "position": 3});
+        let plain: Reservation = serde_json::from_value(reservation.clone()).expect("one");
+        assert_eq!(plain.user, None);
+        let mut theirs = reservation;
+        theirs["user"] = json!("alice");
+        let theirs: Reservation = serde_json::from_value(theirs).expect("a user's");
+        assert_eq!(theirs.user.as_deref(), Some("alice"));
+
+        let entry: AuditEntry = serde_json::from_value(json!({"position": 3, "version": 0,
+            "at": "2026-01-01T00:00:00Z", "type": "UsageCorrected", "user": "alice"}))
+        .expect("an entry");
+        assert_eq!(entry.user.as_deref(), Some("alice"));
+    }
 }
