@@ -2,9 +2,11 @@
 //! included, whose refusals are Nova's error body), against a real server on each
 //! store: control characters (all of U+0000–U+001F and U+007F–U+009F), lone surrogates escaped
 //! in JSON, U+2028, byte-order marks, very long strings and valid odd Unicode (emoji, CJK,
-//! zero-width, right-to-left). Each request is either refused with a 4xx problem or stored as
-//! sent; after all of them the views have caught up with the log (lag 0), every stored actor and
-//! request id reads back from the audit exactly, and `quota projections verify` is clean.
+//! zero-width, right-to-left). Users' ids go everywhere one is taken: a reserve's and a
+//! correction's `user`, the `{u}` of the four user routes, the audit's `?user=`. Each request
+//! is either refused with a 4xx problem or stored as sent; after all of them the views have
+//! caught up with the log (lag 0), every stored actor, request id and reserve's user reads back
+//! from the audit exactly, and `quota projections verify` is clean.
 //! (Before issue 15 an actor holding U+001E stalled every view for good, and U+001F made the
 //! views skip the event without a word.)
 //!
@@ -22,7 +24,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 /// Requests per store: every field below gets about this many strings over the cases.
-const CASES: usize = 400;
+const CASES: usize = 500;
 
 /// A string as a client puts it in a JSON body: most are any Rust string (serialised with
 /// escapes), some are JSON text no Rust string can be (a lone surrogate escape).
@@ -128,9 +130,16 @@ enum Field {
     ProjectListPrefix,
     NovaProjectPath,
     NovaResource,
+    ReserveUser,
+    CorrectionUser,
+    UserLimitsGetPath,
+    UserLimitsPutPath,
+    UserLimitsDeletePath,
+    UserUsagePath,
+    AuditUser,
 }
 
-const FIELDS: [Field; 25] = [
+const FIELDS: [Field; 32] = [
     Field::ReserveActor,
     Field::ReserveRequestId,
     Field::ReserveResource,
@@ -156,6 +165,13 @@ const FIELDS: [Field; 25] = [
     Field::ProjectListPrefix,
     Field::NovaProjectPath,
     Field::NovaResource,
+    Field::ReserveUser,
+    Field::CorrectionUser,
+    Field::UserLimitsGetPath,
+    Field::UserLimitsPutPath,
+    Field::UserLimitsDeletePath,
+    Field::UserUsagePath,
+    Field::AuditUser,
 ];
 
 fn encode_component(s: &str) -> String {
@@ -196,6 +212,29 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
             let path = format!("/v1/projects/{project}/reservations");
             (api.send(Method::POST, &path, Some(body)).await, Some(name))
         }
+        Field::ReserveUser => {
+            let body = reserve_body(&format!(r#", "user": {}"#, text.json()));
+            let path = format!("/v1/projects/{project}/reservations");
+            (
+                api.send(Method::POST, &path, Some(body)).await,
+                Some("user"),
+            )
+        }
+        Field::UserLimitsPutPath | Field::UserLimitsDeletePath => {
+            let s = text.as_str().filter(|s| s.len() <= 2_000)?;
+            let path = format!(
+                "/v1/projects/{project}/users/{}/limits",
+                encode_component(s)
+            );
+            let answer = match field {
+                Field::UserLimitsPutPath => {
+                    let body = Body::Raw(r#"{"limits": {"instances": 1000}}"#.to_owned());
+                    api.send(Method::PUT, &path, Some(body)).await
+                }
+                _ => api.send(Method::DELETE, &path, None).await,
+            };
+            (answer, None)
+        }
         Field::ReserveResource => {
             let body = Body::Raw(format!(r#"{{"deltas": {{{}: 1}}}}"#, text.json()));
             let path = format!("/v1/projects/{project}/reservations");
@@ -234,10 +273,14 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
             let path = format!("/v1/projects/{project}/reservations");
             (api.send(Method::POST, &path, Some(body)).await, None)
         }
-        Field::CorrectionReason | Field::CorrectionResource => {
+        Field::CorrectionReason | Field::CorrectionResource | Field::CorrectionUser => {
             let body = match field {
                 Field::CorrectionReason => format!(
                     r#"{{"in_use": {{"instances": 1}}, "reason": {}}}"#,
+                    text.json()
+                ),
+                Field::CorrectionUser => format!(
+                    r#"{{"in_use": {{"instances": 1}}, "user": {}, "reason": "recount"}}"#,
                     text.json()
                 ),
                 _ => format!(
@@ -278,7 +321,10 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
         | Field::ReservationListUser
         | Field::ProjectListQuery
         | Field::ProjectListPrefix
-        | Field::NovaProjectPath => {
+        | Field::NovaProjectPath
+        | Field::UserLimitsGetPath
+        | Field::UserUsagePath
+        | Field::AuditUser => {
             // A URI past a few kilobytes is refused by the client before it is sent.
             let s = text.as_str().filter(|s| s.len() <= 2_000)?;
             let s = encode_component(s);
@@ -298,6 +344,9 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
                 Field::ProjectListQuery => format!("/v1/projects?parent={s}&cursor={s}"),
                 Field::ProjectListPrefix => format!("/v1/projects?prefix={s}"),
                 Field::NovaProjectPath => format!("/compute/v2.1/os-quota-sets/{s}/detail"),
+                Field::UserLimitsGetPath => format!("/v1/projects/{project}/users/{s}/limits"),
+                Field::UserUsagePath => format!("/v1/projects/{project}/users/{s}/usage"),
+                Field::AuditUser => format!("/v1/projects/{project}/audit?user={s}"),
                 Field::DefaultsAuditQuery => format!(
                     "/v1/defaults/audit?actor={s}&type={s}&reservation={s}&cursor={s}&principal={s}"
                 ),
