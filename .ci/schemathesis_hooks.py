@@ -4,7 +4,8 @@
    schemathesis invents resource names, so nearly every generated reserve would be refused
    `unknown-resource` and the stateful phase would never get a reservation to chain commit and
    release onto. The script sets defaults for KNOWN_RESOURCES before the run; the keys of a
-   well-formed `deltas` (reserve), `limits` (project limits) or `in_use` (corrections) map are
+   well-formed `deltas` (reserve), `limits` (a project's or a user's limits) or `in_use`
+   (corrections) map are
    renamed onto them, one to
    one, so no value is dropped or merged (a map with more entries than there are known
    resources is left alone).
@@ -79,6 +80,11 @@ def realistic_reserve(ctx, body):
 
 @schemathesis.hook("map_body").apply_to(operation_id="put_limits")
 def realistic_project_limits(ctx, body):
+    return _known_resources(_with_integer_literals(body, maps=("limits",)), "limits")
+
+
+@schemathesis.hook("map_body").apply_to(operation_id="put_user_limits")
+def realistic_user_limits(ctx, body):
     return _known_resources(_with_integer_literals(body, maps=("limits",)), "limits")
 
 
