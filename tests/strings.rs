@@ -14,9 +14,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
-use common::{postgres_store, sqlite_store, Answer, Api, Body, Server, StoreUrl};
+use common::{postgres_store, sqlite_store, views_caught_up, Answer, Api, Body, Server, StoreUrl};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
@@ -407,31 +405,6 @@ fn check_answer(answer: &Answer, field: Field, text: &Text) {
         );
     }
 }
-
-async fn views_caught_up(api: &Api) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let answer = api.get("/v1/admin/projections").await;
-        answer.assert_status(200);
-        let lags: Vec<i64> = answer
-            .body
-            .as_array()
-            .expect("a list")
-            .iter()
-            .map(|view| view["lag"].as_i64().expect("a lag"))
-            .collect();
-        if lags.iter().all(|lag| *lag == 0) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the views stopped following the log: {:?}",
-            answer.body
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 async fn audit_value(api: &Api, project_of: &str, written: &Written) -> Vec<Option<String>> {
     let path = format!(
         "/v1/projects/{project_of}/audit?reservation={}",

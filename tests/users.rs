@@ -15,7 +15,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::scenarios::TOKENS;
-use common::{cli, postgres_store, sqlite_store, store_head, tokens_file, Api, Server, StoreUrl};
+use common::{
+    cli, postgres_store, sqlite_store, store_head, tokens_file, views_caught_up, Api, Server,
+    StoreUrl,
+};
 use serde_json::{json, Value};
 
 const ADMIN: &str = "admin-secret-0123456789";
@@ -465,25 +468,6 @@ async fn user_usage(api: &Api) {
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     assert_eq!(reserved(api.get(usage).await), 2);
 }
-
-/// Waits until every view has caught up with the log.
-async fn views_caught_up(api: &Api) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let answer = api.get("/v1/admin/projections").await;
-        let views = answer
-            .assert_status(200)
-            .as_array()
-            .expect("a list")
-            .clone();
-        if views.iter().all(|view| view["lag"] == 0) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the views lag: {views:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Every scenario on one server with tokens, then the views and `verify`.
 async fn users_over_http(store: StoreUrl) {
     let dir = tempfile::tempdir().expect("temporary folder");

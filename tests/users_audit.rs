@@ -12,9 +12,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
-use common::{cli, postgres_store, sqlite_store, Api, Server, StoreUrl};
+use common::{cli, postgres_store, sqlite_store, views_caught_up, Api, Server, StoreUrl};
 use serde_json::{json, Value};
 
 fn id_of(value: &Value) -> String {
@@ -312,25 +311,6 @@ async fn user_audit(api: &Api) {
         assert!(users.contains(&user), "{users:?}");
     }
 }
-
-/// Waits until every view has caught up with the log, on `api`'s server.
-async fn views_caught_up(api: &Api) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let answer = api.get("/v1/admin/projections").await;
-        let views = answer
-            .assert_status(200)
-            .as_array()
-            .expect("a list")
-            .clone();
-        if views.iter().all(|view| view["lag"] == 0) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the views lag: {views:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn verify(store: &StoreUrl) {
     let (ok, out, err) = cli(
         "http://127.0.0.1:9",

@@ -472,3 +472,25 @@ pub async fn stall_the_views(store: &StoreUrl, api: &Api, project: &str) -> u64 
         .as_u64()
         .expect("position")
 }
+
+/// Waits (up to 30 s) until every view has applied the whole log, as `/v1/admin/projections`
+/// reports it; fails the test if they stop following it.
+pub async fn views_caught_up(api: &Api) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = api.get("/v1/admin/projections").await;
+        let views = answer
+            .assert_status(200)
+            .as_array()
+            .expect("a list")
+            .clone();
+        if views.iter().all(|view| view["lag"] == 0) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the views stopped following the log: {views:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
