@@ -11,7 +11,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use domain::Limit;
+use domain::ResourceStanding;
 use ledger::UserUsage;
 
 use super::limits::{
@@ -145,10 +145,7 @@ fn now(project: String, usage: UserUsage) -> UsageResponse {
                 limit: limit.value(),
                 in_use: usage.in_use,
                 reserved: usage.reserved,
-                headroom: Limit::cap(limit).map(|cap| {
-                    cap.saturating_sub(usage.in_use)
-                        .saturating_sub(usage.reserved)
-                }),
+                headroom: ResourceStanding::of(limit, &usage).headroom(),
             };
             (resource.to_string(), body)
         })
