@@ -40,7 +40,8 @@ pub use limits::{
 pub use quantity::{check_limits, checked_add, CountRange, Counted, Deltas, Limit, Limits};
 pub use snapshot::{EncodedSnapshot, SnapshotError, SNAPSHOT_FORMAT};
 pub use state::{
-    Defaults, ProjectState, Reservation, ReservationStatus, StreamVersion, Usage, UserState,
+    shown_usage, Defaults, ProjectState, Reservation, ReservationStatus, StreamVersion, Usage,
+    UserState,
 };
 pub use text::{is_control, Actor, ClientRequestId, Reason};
 pub use usage::{LiveReservation, ProjectUsage, UsageChange};

@@ -113,6 +113,19 @@ pub(crate) fn taken_out(in_use: i64, delta: i64) -> i64 {
     in_use.saturating_sub(delta).max(0)
 }
 
+/// The resources a usage report shows, from [`ProjectState::usage_all`] or
+/// [`ProjectState::user_usage_all`]: those with a limit or with usage. One with usage but no
+/// limit (no default for it any more) shows as unlimited.
+pub fn shown_usage(
+    all: BTreeMap<ResourceName, (Option<Limit>, Usage)>,
+) -> impl Iterator<Item = (ResourceName, Limit, Usage)> {
+    all.into_iter().filter_map(|(resource, (limit, usage))| {
+        let used = usage.in_use != 0 || usage.reserved != 0;
+        let limit = limit.or(used.then_some(Limit::UNLIMITED))?;
+        Some((resource, limit, usage))
+    })
+}
+
 /// One project's state: its overrides, usage, and every reservation it ever had.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProjectState {

@@ -1,7 +1,7 @@
 //! Usage (a project's or a user's) as it stood at a past instant, replayed from the project's stream and the defaults
 //! stream with the domain's own fold, so it agrees with what the ledger decided on.
 
-use domain::{Defaults, Limit, ProjectId, ProjectState, Timestamp, UserId, DEFAULTS_STREAM};
+use domain::{shown_usage, Defaults, ProjectId, ProjectState, Timestamp, UserId, DEFAULTS_STREAM};
 use ledger::store::MAX_READ_COUNT;
 use ledger::{EventStore, Position, RecordedEvent};
 
@@ -63,18 +63,10 @@ pub(crate) async fn usage_at(
         None => state.usage_all(&defaults, at),
         Some(user) => state.user_usage_all(user, &defaults, at),
     };
-    let resources = usage
-        .into_iter()
-        .filter(|(_, (limit, usage))| limit.is_some() || usage.in_use != 0 || usage.reserved != 0)
-        .map(|(resource, (limit, usage))| {
-            (
-                resource,
-                resource_usage(
-                    limit.unwrap_or(Limit::UNLIMITED),
-                    usage.in_use,
-                    usage.reserved,
-                ),
-            )
+    let resources = shown_usage(usage)
+        .map(|(resource, limit, usage)| {
+            let shown = resource_usage(limit, usage.in_use, usage.reserved);
+            (resource, shown)
         })
         .collect();
     Ok(UsageReport {

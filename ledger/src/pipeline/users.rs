@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use domain::{
-    Command, CountRange, Deltas, Limit, Limits, ProjectId, ReservationId, ResourceName, Usage,
-    UserId,
+    shown_usage, Command, CountRange, Deltas, Limit, Limits, ProjectId, ReservationId,
+    ResourceName, Usage, UserId,
 };
 use uuid::Uuid;
 
@@ -102,15 +102,8 @@ impl Ledger {
         let now = self.clock.now();
         let resources = self
             .read(project, |state, defaults| {
-                state
-                    .user_usage_all(user, defaults, now)
-                    .into_iter()
-                    .filter_map(|(r, (limit, usage))| {
-                        let used = usage.in_use != 0 || usage.reserved != 0;
-                        limit
-                            .or(used.then_some(Limit::UNLIMITED))
-                            .map(|limit| (r, (limit, usage)))
-                    })
+                shown_usage(state.user_usage_all(user, defaults, now))
+                    .map(|(resource, limit, usage)| (resource, (limit, usage)))
                     .collect()
             })
             .await?;
