@@ -161,6 +161,38 @@ async fn user_limits_rows(store: &StoreUrl, base: &str) {
     ] {
         answer.assert_problem(403, "forbidden");
     }
+    // Wrong types where a user id or a limits object belongs: 400, nothing recorded.
+    for user in [
+        json!(7),
+        json!(["alice"]),
+        json!({"id": "alice"}),
+        json!(true),
+    ] {
+        admin
+            .post(
+                "/v1/projects/acme/reservations",
+                json!({"deltas": {"instances": 1}, "user": user}),
+            )
+            .await
+            .assert_problem(400, "invalid-request");
+        admin
+            .post(
+                "/v1/projects/acme/usage/corrections",
+                json!({"in_use": {"instances": 1}, "user": user, "reason": "recount"}),
+            )
+            .await
+            .assert_problem(400, "invalid-request");
+    }
+    for limits in [
+        json!([["instances", 1]]),
+        json!("instances=1"),
+        json!({"instances": "1"}),
+    ] {
+        admin
+            .put(path, json!({"limits": limits}))
+            .await
+            .assert_problem(400, "invalid-request");
+    }
     assert_eq!(store_head(store).await, head, "a refused write recorded");
     auditor
         .get("/v1/projects/other/users/alice/limits")
