@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use axum::response::{IntoResponse, Response};
-use domain::{Refusal, ResourceName, ResourceStanding, UserStanding};
+use domain::{ProjectId, Refusal, ResourceName, ResourceStanding, UserStanding};
 use ledger::{LedgerError, StoreError};
 use projections::ProjectionError;
 use serde_json::{json, Map, Value};
@@ -19,7 +19,7 @@ pub enum ApiError {
     InvalidRequest(String),
     #[error("no default limit for {}", join(.0))]
     UnknownResource(Vec<ResourceName>),
-    #[error("{}", over_quota(.overs, .user.as_deref()))]
+    #[error("{}", over_quota(.overs, .user.as_deref(), .ancestor_overs))]
     OverQuota {
         overs: Vec<ResourceName>,
         standing: BTreeMap<ResourceName, ResourceStanding>,
@@ -27,6 +27,8 @@ pub enum ApiError {
         max_count: Option<u32>,
         /// A reserve for a user: how it stood against the user's own limits.
         user: Option<Box<UserStanding>>,
+        /// The ancestors whose limits it would go over, with those resources.
+        ancestor_overs: BTreeMap<ProjectId, Vec<ResourceName>>,
     },
     #[error("usage of {} would fall below zero", join(.0))]
     UsageUnderflow(Vec<ResourceName>),
@@ -78,18 +80,28 @@ fn join<'a>(names: impl IntoIterator<Item = &'a ResourceName>) -> String {
         .join(", ")
 }
 
-/// The detail of an over-quota problem: what is over, the project's limits or the user's.
-fn over_quota(overs: &[ResourceName], user: Option<&UserStanding>) -> String {
+/// The detail of an over-quota problem: what is over, and whose limits: the project's, the
+/// user's, an ancestor's.
+fn over_quota(
+    overs: &[ResourceName],
+    user: Option<&UserStanding>,
+    ancestor_overs: &BTreeMap<ProjectId, Vec<ResourceName>>,
+) -> String {
     let user_overs = user.map_or(&[][..], |u| &u.overs[..]);
-    match (overs.is_empty(), user_overs.is_empty()) {
-        (false, true) => format!("over quota for {}", join(overs)),
-        (true, false) => format!("over the user's quota for {}", join(user_overs)),
-        _ => format!(
-            "over quota for {}, and over the user's quota for {}",
-            join(overs),
-            join(user_overs)
-        ),
+    let mut parts = vec![];
+    if !overs.is_empty() {
+        parts.push(format!("over quota for {}", join(overs)));
     }
+    if !user_overs.is_empty() {
+        parts.push(format!("over the user's quota for {}", join(user_overs)));
+    }
+    for (ancestor, overs) in ancestor_overs {
+        parts.push(format!("over {ancestor}'s quota for {}", join(overs)));
+    }
+    if parts.is_empty() {
+        return "over quota".to_owned();
+    }
+    parts.join(", and ")
 }
 
 fn names(resources: &[ResourceName]) -> Value {
@@ -138,6 +150,7 @@ impl ApiError {
                 standing,
                 max_count,
                 user,
+                ancestor_overs,
             } => {
                 let Standing {
                     limits,
@@ -164,6 +177,13 @@ impl ApiError {
                         .with("user_limits", json!(limits))
                         .with("user_usage", json!(usage))
                         .with("user_headroom", json!(headroom));
+                }
+                if !ancestor_overs.is_empty() {
+                    let by_ancestor: Map<String, Value> = ancestor_overs
+                        .iter()
+                        .map(|(a, overs)| (a.to_string(), names(overs)))
+                        .collect();
+                    problem = problem.with("ancestor_overs", Value::Object(by_ancestor));
                 }
                 problem
             }
@@ -219,12 +239,15 @@ impl From<Refusal> for ApiError {
                 standing,
                 max_count,
                 user,
+                ancestor_overs,
             } => ApiError::OverQuota {
                 overs,
                 standing,
                 max_count,
                 user,
+                ancestor_overs,
             },
+            Refusal::Tree(refusal) => ApiError::InvalidRequest(refusal.to_string()),
             Refusal::UsageUnderflow(resources) => ApiError::UsageUnderflow(resources),
             Refusal::IdempotencyMismatch => ApiError::IdempotencyMismatch,
             Refusal::NotFound => ApiError::NotFound("no such reservation".into()),

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::{CountRange, Counted, Deltas, Limit, Limits, ReservationId, ResourceName, UserId};
+use crate::{
+    CountRange, Counted, Deltas, Limit, Limits, ProjectId, ReservationId, ResourceName, UserId,
+};
 
 pub type Timestamp = DateTime<Utc>;
 
@@ -48,6 +50,26 @@ pub struct Judged {
     pub limit: Limit,
     pub in_use: i64,
     pub reserved: i64,
+}
+
+/// A hold of a descendant, as its ancestors keep it (SPEC rule 11): its positive deltas count
+/// in their subtree's reserved until `expires_at`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DescendantHold {
+    pub reservation_id: ReservationId,
+    pub deltas: Deltas,
+    pub expires_at: Timestamp,
+}
+
+/// A project entering an ancestor's subtree, with what it brings there: its own in_use and its
+/// held reservations (a project's descendants join with it, each as a member of its own).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubtreeMember {
+    pub project: ProjectId,
+    /// Its parent: the project it joins under, or one of the members joining with it.
+    pub parent: ProjectId,
+    pub in_use: BTreeMap<ResourceName, i64>,
+    pub holds: Vec<DescendantHold>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +118,8 @@ pub enum Event {
         user: Option<UserId>,
         /// The resources over the user's own limits, sorted (empty without a user).
         user_overs: Vec<ResourceName>,
+        /// The ancestors whose limits it was over, with those resources (SPEC rule 11).
+        ancestor_overs: BTreeMap<ProjectId, Vec<ResourceName>>,
     },
     /// An operator's reconciliation of in_use for one resource: the project's, or a user's
     /// (which moves the project's in_use by the same amount).
@@ -116,6 +140,33 @@ pub enum Event {
     UserLimitsReset {
         user: UserId,
     },
+    /// The project's parent was set, or removed when `None` (SPEC rule 11). `forced` when the
+    /// new ancestors' subtrees went over a limit by it (rule 6).
+    ParentSet {
+        parent: Option<ProjectId>,
+        forced: bool,
+    },
+    /// In an ancestor's stream: a descendant's reserve was granted, so its hold counts in this
+    /// project's subtree until it ends.
+    DescendantReserved {
+        descendant: ProjectId,
+        hold: DescendantHold,
+    },
+    /// In an ancestor's stream: a descendant's in_use moved by `in_use` (a commit, a freed
+    /// reservation, a correction), and its hold `reservation_id` ended, if one is named.
+    DescendantUsageChanged {
+        descendant: ProjectId,
+        reservation_id: Option<ReservationId>,
+        in_use: BTreeMap<ResourceName, i64>,
+    },
+    /// In an ancestor's stream: projects joined its subtree (a project and its descendants).
+    DescendantsJoined {
+        members: Vec<SubtreeMember>,
+    },
+    /// In an ancestor's stream: projects left its subtree (a project and its descendants).
+    DescendantsLeft {
+        projects: Vec<ProjectId>,
+    },
 }
 
 impl Event {
@@ -131,6 +182,11 @@ impl Event {
             Event::UsageCorrected { .. } => "UsageCorrected",
             Event::UserLimitsSet { .. } => "UserLimitsSet",
             Event::UserLimitsReset { .. } => "UserLimitsReset",
+            Event::ParentSet { .. } => "ParentSet",
+            Event::DescendantReserved { .. } => "DescendantReserved",
+            Event::DescendantUsageChanged { .. } => "DescendantUsageChanged",
+            Event::DescendantsJoined { .. } => "DescendantsJoined",
+            Event::DescendantsLeft { .. } => "DescendantsLeft",
         }
     }
 
@@ -156,7 +212,7 @@ impl Event {
     }
 }
 
-pub const EVENT_TYPES: [&str; 10] = [
+pub const EVENT_TYPES: [&str; 15] = [
     "DefaultLimitsSet",
     "LimitsSet",
     "LimitsReset",
@@ -167,4 +223,9 @@ pub const EVENT_TYPES: [&str; 10] = [
     "UsageCorrected",
     "UserLimitsSet",
     "UserLimitsReset",
+    "ParentSet",
+    "DescendantReserved",
+    "DescendantUsageChanged",
+    "DescendantsJoined",
+    "DescendantsLeft",
 ];

@@ -18,6 +18,7 @@ pub mod limits;
 mod quantity;
 mod snapshot;
 mod state;
+mod subtree;
 mod text;
 mod usage;
 
@@ -26,16 +27,18 @@ mod tests;
 
 pub use codec::{decode, encode, DecodeError, Encoded, CURRENT_SCHEMA_VERSION};
 pub use decide::{
-    decide, decide_defaults, Command, Correction, Decision, Outcome, Refusal, ResourceStanding,
-    UserStanding,
+    decide, decide_defaults, decide_in_tree, decide_parent, Command, Correction, Decision, Outcome,
+    ParentDecision, Refusal, ResourceStanding, TreeRefusal, UserStanding,
 };
-pub use events::{Event, Judged, ReleaseReason, Timestamp, EVENT_TYPES};
+pub use events::{
+    DescendantHold, Event, Judged, ReleaseReason, SubtreeMember, Timestamp, EVENT_TYPES,
+};
 pub use ids::{
     ProjectId, ReservationId, ResourceName, UserId, DEFAULTS_STREAM, PROJECT_STREAM_PREFIX,
 };
 pub use limits::{
-    DEFAULT_EXPIRES_IN_S, MAX_EXPIRED_PER_DECISION, MAX_EXPIRES_IN_S, MAX_RESOURCES_PER_REQUEST,
-    MAX_TEXT_CHARS, MIN_EXPIRES_IN_S,
+    DEFAULT_EXPIRES_IN_S, MAX_ANCESTORS, MAX_DESCENDANTS, MAX_EXPIRED_PER_DECISION,
+    MAX_EXPIRES_IN_S, MAX_RESOURCES_PER_REQUEST, MAX_TEXT_CHARS, MIN_EXPIRES_IN_S,
 };
 pub use quantity::{check_limits, checked_add, CountRange, Counted, Deltas, Limit, Limits};
 pub use snapshot::{EncodedSnapshot, SnapshotError, SNAPSHOT_FORMAT};
@@ -43,6 +46,7 @@ pub use state::{
     shown_usage, Defaults, ProjectState, Reservation, ReservationStatus, StreamVersion, Usage,
     UserState,
 };
+pub use subtree::{Descendant, Subtree};
 pub use text::{is_control, Actor, ClientRequestId, Reason};
 pub use usage::{LiveReservation, ProjectUsage, UsageChange};
 

@@ -27,6 +27,14 @@ pub const MAX_COUNT: u32 = 10_000;
 /// Most holds one `Expire` releases, so one decision stays a bounded append; the sweeper repeats.
 pub const MAX_EXPIRED_PER_DECISION: usize = 1000;
 
+/// Most ancestors a project may have (SPEC rule 11): trees are at most four levels deep.
+pub const MAX_ANCESTORS: usize = 3;
+
+/// Most descendants a project may have. Each ancestor keeps its descendants' usage and holds, and
+/// a project joining a parent carries its whole subtree in one event, which this bounds.
+pub const MAX_DESCENDANTS: usize = 1000;
+
+const _: () = assert!(MAX_ANCESTORS >= 1 && MAX_DESCENDANTS >= MAX_ANCESTORS);
 const _: () = assert!(MIN_EXPIRES_IN_S >= 1, "a hold lasts at least a second");
 const _: () = assert!(MIN_EXPIRES_IN_S <= DEFAULT_EXPIRES_IN_S);
 const _: () = assert!(DEFAULT_EXPIRES_IN_S <= MAX_EXPIRES_IN_S);

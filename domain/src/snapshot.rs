@@ -14,16 +14,19 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::state::UserState;
+use crate::subtree::Subtree;
 use crate::{
-    CountRange, Counted, Deltas, Limit, Limits, ProjectId, ProjectState, ReleaseReason,
-    Reservation, ReservationId, ReservationStatus, ResourceName, Timestamp, UserId,
+    CountRange, Counted, Deltas, DescendantHold, Limit, Limits, ProjectId, ProjectState,
+    ReleaseReason, Reservation, ReservationId, ReservationStatus, ResourceName, SubtreeMember,
+    Timestamp, UserId,
 };
 
 /// The snapshot format this code writes and the only one it reads. 2: each reservation ends
 /// with its count (`[min, max, granted]`, or null for a plain reserve). 3: each reservation
 /// then ends with its user (or null), the state has `users`, and a release or a user's
-/// correction never takes in_use below zero.
-pub const SNAPSHOT_FORMAT: u16 = 3;
+/// correction never takes in_use below zero. 4: the state has `parent` and `descendants`
+/// (SPEC rule 11).
+pub const SNAPSHOT_FORMAT: u16 = 4;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SnapshotError {
@@ -51,7 +54,26 @@ struct StateV1 {
     in_use: BTreeMap<String, i64>,
     reservations: Vec<ReservationV1>,
     users: BTreeMap<String, UserV1>,
+    parent: Option<String>,
+    descendants: Vec<DescendantV1>,
 }
+
+/// A descendant as `[project, parent, in_use, holds]`, each hold `[id, deltas, expires_at ms]`.
+#[derive(Deserialize)]
+struct DescendantV1(
+    String,
+    String,
+    BTreeMap<String, i64>,
+    Vec<(Uuid, BTreeMap<String, i64>, i64)>,
+);
+
+#[derive(Serialize)]
+struct DescendantV1Out<'a>(
+    &'a str,
+    &'a str,
+    &'a BTreeMap<ResourceName, i64>,
+    Vec<(&'a Uuid, &'a Deltas, i64)>,
+);
 
 /// A user's overrides, usage and the version (and position, once known) of its limits event.
 #[derive(Deserialize)]
@@ -104,6 +126,8 @@ struct StateV1Out<'a> {
     in_use: &'a BTreeMap<ResourceName, i64>,
     reservations: Vec<ReservationV1Out<'a>>,
     users: BTreeMap<&'a str, UserV1Out<'a>>,
+    parent: Option<&'a str>,
+    descendants: Vec<DescendantV1Out<'a>>,
 }
 
 #[derive(Serialize)]
@@ -170,6 +194,36 @@ fn timestamp(ms: i64) -> Result<Timestamp, String> {
     chrono::DateTime::from_timestamp_millis(ms).ok_or_else(|| format!("time {ms} out of range"))
 }
 
+fn project_id(id: &str) -> Result<ProjectId, String> {
+    ProjectId::parse(id).map_err(|e| e.to_string())
+}
+
+/// The descendants a snapshot holds, with their in_use summed as the fold sums it.
+fn subtree_from(descendants: Vec<DescendantV1>) -> Result<Subtree, String> {
+    let members = descendants
+        .into_iter()
+        .map(|DescendantV1(id, parent, in_use, holds)| {
+            let holds = holds.into_iter().map(|(id, deltas, expires)| {
+                let hold = DescendantHold {
+                    reservation_id: ReservationId(id),
+                    deltas: Deltas::new(resource_map(deltas)?).map_err(|e| e.to_string())?,
+                    expires_at: timestamp(expires)?,
+                };
+                Ok((hold.reservation_id, hold))
+            });
+            let member = crate::Descendant {
+                parent: project_id(&parent)?,
+                in_use: resource_map(in_use)?,
+                holds: holds.collect::<Result<_, String>>()?,
+            };
+            Ok(SubtreeMember::from_descendant(project_id(&id)?, member))
+        });
+    let members = members.collect::<Result<Vec<_>, String>>()?;
+    let mut subtree = Subtree::default();
+    subtree.apply(&crate::Event::DescendantsJoined { members });
+    Ok(subtree)
+}
+
 impl ProjectState {
     /// The stored form of this state, or `None` for a project with no events (nothing to
     /// save). Times keep millisecond precision, the precision events are recorded with.
@@ -213,6 +267,19 @@ impl ProjectState {
                         in_use: &u.in_use,
                     };
                     (user.as_str(), body)
+                })
+                .collect(),
+            parent: self.parent.as_ref().map(ProjectId::as_str),
+            descendants: self
+                .subtree
+                .members
+                .iter()
+                .map(|(id, d)| {
+                    let holds = d.holds.values().map(|h| {
+                        let expires = h.expires_at.timestamp_millis();
+                        (&h.reservation_id.0, &h.deltas, expires)
+                    });
+                    DescendantV1Out(id.as_str(), d.parent.as_str(), &d.in_use, holds.collect())
                 })
                 .collect(),
         };
@@ -275,6 +342,8 @@ impl ProjectState {
             };
             state.users.insert(user, u);
         }
+        state.parent = body.parent.as_deref().map(project_id).transpose()?;
+        state.subtree = subtree_from(body.descendants)?;
         for ReservationV1(
             id,
             deltas,
@@ -447,14 +516,14 @@ mod tests {
         );
     }
 
-    /// The frozen body of format 3: a plain reservation, and a counted one for a user with
-    /// limits and usage of its own.
+    /// The frozen body of format 4: a plain reservation, and a counted one for a user with
+    /// limits and usage of its own; a parent, a child and a grandchild with a hold.
     #[test]
-    fn format_3_bodies_stay_readable() {
-        let data = r#"{"version":4,"overrides":{"cores":-1},"limits_version":0,"limits_position":null,"in_use":{"cores":2},"reservations":[["00000000-0000-0000-0000-000000000001",{"cores":2},"committed",1700000000000,1700000060000,1700000000005,2,17,null,null],["00000000-0000-0000-0000-000000000002",{"cores":6},"held",1700000000000,1700000060000,1700000000000,3,null,[2,5,3],"alice"]],"users":{"alice":{"overrides":{"cores":8},"limits_version":4,"limits_position":21,"in_use":{"cores":1}}}}"#;
+    fn format_4_bodies_stay_readable() {
+        let data = r#"{"version":4,"overrides":{"cores":-1},"limits_version":0,"limits_position":null,"in_use":{"cores":2},"reservations":[["00000000-0000-0000-0000-000000000001",{"cores":2},"committed",1700000000000,1700000060000,1700000000005,2,17,null,null],["00000000-0000-0000-0000-000000000002",{"cores":6},"held",1700000000000,1700000060000,1700000000000,3,null,[2,5,3],"alice"]],"users":{"alice":{"overrides":{"cores":8},"limits_version":4,"limits_position":21,"in_use":{"cores":1}}},"parent":"org","descendants":[["c1","p",{"cores":3},[]],["g1","c1",{},[["00000000-0000-0000-0000-000000000009",{"cores":4},1700000060000]]]]}"#;
         let snapshot = EncodedSnapshot {
             version: 4,
-            format: 3,
+            format: 4,
             data: data.into(),
         };
         let state = ProjectState::from_snapshot(ProjectId::parse("p").unwrap(), &snapshot).unwrap();
@@ -483,6 +552,13 @@ mod tests {
             (user.limits_version, user.limits_position),
             (Some(4), Some(21))
         );
+        assert_eq!(state.parent, ProjectId::parse("org").ok());
+        let subtree = state.subtree();
+        assert_eq!(subtree.height(&state.project), 2);
+        let below = subtree.usage(&r("cores"), t0());
+        assert_eq!((below.in_use, below.reserved), (3, 4));
+        let cores = state.subtree_usage(&r("cores"), t0());
+        assert_eq!((cores.in_use, cores.reserved), (5, 10));
         assert_eq!(state.to_snapshot().unwrap(), snapshot, "written as read");
     }
 

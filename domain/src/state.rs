@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::subtree::Subtree;
 use crate::{
     Counted, Deltas, Event, Limit, Limits, ProjectId, ReleaseReason, ReservationId, ResourceName,
     Timestamp, UserId,
@@ -139,6 +140,10 @@ pub struct ProjectState {
     pub(crate) reservations: HashMap<ReservationId, Reservation>,
     pub(crate) held: BTreeSet<ReservationId>,
     pub(crate) users: BTreeMap<UserId, UserState>,
+    /// The project's parent, if it has one (SPEC rule 11).
+    pub parent: Option<ProjectId>,
+    /// The project's descendants and what they use.
+    pub(crate) subtree: Subtree,
 }
 
 impl ProjectState {
@@ -153,6 +158,8 @@ impl ProjectState {
             reservations: HashMap::new(),
             held: BTreeSet::new(),
             users: BTreeMap::new(),
+            parent: None,
+            subtree: Subtree::default(),
         }
     }
 
@@ -408,6 +415,11 @@ impl ProjectState {
                 user.limits_version = Some(version);
                 user.limits_position = None;
             }
+            Event::ParentSet { parent, .. } => self.parent = parent.clone(),
+            Event::DescendantReserved { .. }
+            | Event::DescendantUsageChanged { .. }
+            | Event::DescendantsJoined { .. }
+            | Event::DescendantsLeft { .. } => self.subtree.apply(event),
         }
     }
 

@@ -131,8 +131,15 @@ impl ProjectUsage {
                 };
                 change.in_use.push(resource.clone());
             }
-            // A user's limits cap only reserves; the views keep the project's usage.
-            Event::UserLimitsSet { .. } | Event::UserLimitsReset { .. } => {}
+            // A user's limits cap only reserves; the views keep the project's own usage, not
+            // its place in the tree nor its descendants' (the ledger's state answers those).
+            Event::UserLimitsSet { .. }
+            | Event::UserLimitsReset { .. }
+            | Event::ParentSet { .. }
+            | Event::DescendantReserved { .. }
+            | Event::DescendantUsageChanged { .. }
+            | Event::DescendantsJoined { .. }
+            | Event::DescendantsLeft { .. } => {}
         }
         change
     }
@@ -222,6 +229,7 @@ mod tests {
                 user: user(1 + reason % 2).unwrap(),
             },
             _ => Event::ReservationDenied {
+                ancestor_overs: Default::default(),
                 count: None,
                 reservation_id: id(n),
                 deltas: some_deltas(),

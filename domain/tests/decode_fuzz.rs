@@ -59,6 +59,17 @@ const FIELDS: &[&str] = &[
     "resource",
     "in_use_before",
     "in_use_after",
+    "count",
+    "user",
+    "user_overs",
+    "ancestor_overs",
+    "parent",
+    "descendant",
+    "hold",
+    "holds",
+    "members",
+    "project",
+    "projects",
 ];
 
 fn value() -> impl Strategy<Value = Value> {

@@ -23,7 +23,7 @@ pub mod testing;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use pipeline::{
     load_project, DryRun, Ledger, LedgerConfig, LedgerError, LedgerStats, LimitSource, LimitsView,
-    ReservationView, ReserveRequest, UserUsage,
+    ReservationView, ReserveRequest, SubtreeView, UserUsage,
 };
 pub use store::{
     AppendResult, Database, EventData, EventStore, ExpectedVersion, FeedEvent, Metadata, Position,

@@ -298,6 +298,11 @@ fn touched_before(view: &ProjectUsage, event: &Event) -> (Option<Deltas>, Vec<Re
         Event::LimitsReset => view.overrides.keys().cloned().collect(),
         Event::UserLimitsReset { .. } => vec![],
         Event::UsageCorrected { resource, .. } => vec![resource.clone()],
+        Event::ParentSet { .. }
+        | Event::DescendantReserved { .. }
+        | Event::DescendantUsageChanged { .. }
+        | Event::DescendantsJoined { .. }
+        | Event::DescendantsLeft { .. } => vec![],
     };
     (kept, touched)
 }

@@ -29,7 +29,8 @@ pub(super) fn set_limits(
             .and_then(Limit::cap)
             .is_none_or(|old| cap < old);
         let usage = match user {
-            None => state.usage(resource, now),
+            // A project's limit caps its subtree (rule 11).
+            None => state.subtree_usage(resource, now),
             Some(user) => state.user_usage(user, resource, now),
         };
         let used = usage.in_use.saturating_add(usage.reserved);

@@ -57,6 +57,7 @@ pub(super) fn commit(
 
 pub(super) fn release(
     state: &ProjectState,
+    ancestors: &[&ProjectState],
     defaults: &Defaults,
     now: Timestamp,
     id: ReservationId,
@@ -69,7 +70,7 @@ pub(super) fn release(
         ReservationStatus::Held if reservation.is_live_hold(now) => ReleaseReason::RolledBack,
         ReservationStatus::Held => ReleaseReason::Expired,
         ReservationStatus::Committed => {
-            freeing_fits(state, defaults, now, reservation)?;
+            freeing_fits(state, ancestors, defaults, now, reservation)?;
             ReleaseReason::Freed
         }
     };
@@ -86,9 +87,10 @@ pub(super) fn release(
 /// after a correction it stops at zero). It must still leave room for the reductions held
 /// (rule 3, as a reserve would). Freeing a committed reduction (a negative delta) gives usage
 /// back, which rule 1 bounds like any grant: it must fit under the project's limit, and the
-/// user's own, with what is reserved.
+/// user's own and each ancestor's (their subtrees), with what is reserved.
 fn freeing_fits(
     state: &ProjectState,
+    ancestors: &[&ProjectState],
     defaults: &Defaults,
     now: Timestamp,
     reservation: &Reservation,
@@ -97,10 +99,11 @@ fn freeing_fits(
     let mut overs = vec![];
     let mut standing = BTreeMap::new();
     for (resource, delta) in reservation.deltas.iter() {
-        let usage = state.usage(resource, now);
+        let usage = state.subtree_usage(resource, now);
         let limit = state.limit(defaults, resource).unwrap_or(Limit::UNLIMITED);
         standing.insert(resource.clone(), ResourceStanding::of(limit, &usage));
-        if checked_add(resource, taken_out(usage.in_use, delta), usage.releasing)? < 0 {
+        let own_in_use = state.in_use(resource);
+        if checked_add(resource, taken_out(own_in_use, delta), usage.releasing)? < 0 {
             underflows.push(resource.clone());
         }
         if delta >= 0 {
@@ -110,6 +113,11 @@ fn freeing_fits(
         if let Some(user) = &reservation.user {
             if let Some(own) = state.user_override(user, resource) {
                 caps.push((own, state.user_usage(user, resource, now)));
+            }
+        }
+        for ancestor in ancestors {
+            if let Some(limit) = ancestor.limit(defaults, resource) {
+                caps.push((limit, ancestor.subtree_usage(resource, now)));
             }
         }
         for (limit, usage) in caps {
@@ -135,6 +143,7 @@ fn freeing_fits(
             standing,
             max_count: None,
             user: None,
+            ancestor_overs: BTreeMap::new(),
         })
     }
 }

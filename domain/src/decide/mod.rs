@@ -8,14 +8,17 @@
 
 mod admin;
 mod holds;
+mod parent;
 mod reserve;
+
+pub use parent::{decide_parent, ParentDecision, TreeRefusal};
 
 use std::collections::BTreeMap;
 
 use crate::limits::{MAX_EXPIRES_IN_S, MAX_RESOURCES_PER_REQUEST, MIN_EXPIRES_IN_S};
 use crate::{
-    check_limits, CountRange, Defaults, Deltas, Event, InvalidInput, Limit, Limits, ProjectState,
-    Reason, ReservationId, ResourceName, Timestamp, Usage, UserId,
+    check_limits, CountRange, Defaults, Deltas, Event, InvalidInput, Limit, Limits, ProjectId,
+    ProjectState, Reason, ReservationId, ResourceName, Timestamp, Usage, UserId,
 };
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,7 +154,12 @@ pub enum Refusal {
         max_count: Option<u32>,
         /// A reserve for a user: how it stood against the user's limits.
         user: Option<Box<UserStanding>>,
+        /// The ancestors whose subtree it would take over their limits, with those resources.
+        ancestor_overs: BTreeMap<ProjectId, Vec<ResourceName>>,
     },
+    /// A parent that cannot be set (SPEC rule 11): a 400.
+    #[error(transparent)]
+    Tree(#[from] TreeRefusal),
     #[error("usage of {} would fall below zero", join(.0))]
     UsageUnderflow(Vec<ResourceName>),
     #[error("reservation id already used with a different request")]
@@ -242,6 +250,18 @@ pub fn decide(
     defaults: &Defaults,
     now: Timestamp,
 ) -> Decision {
+    decide_in_tree(command, state, &[], defaults, now)
+}
+
+/// Decide a project command as [`decide`] does, for a project with ancestors (nearest first):
+/// a reserve must fit each ancestor's limits too (rule 11).
+pub fn decide_in_tree(
+    command: &Command,
+    state: &ProjectState,
+    ancestors: &[&ProjectState],
+    defaults: &Defaults,
+    now: Timestamp,
+) -> Decision {
     if let Err(invalid) = command.validate() {
         return Decision::refuse(invalid);
     }
@@ -260,11 +280,11 @@ pub fn decide(
                 expires_in_s: *expires_in_s,
                 user: user.as_ref(),
             };
-            reserve::reserve(state, defaults, now, &asked)
+            reserve::reserve(state, ancestors, defaults, now, &asked)
         }
         Command::Commit { reservation_id } => holds::commit(state, now, *reservation_id),
         Command::Release { reservation_id } => {
-            holds::release(state, defaults, now, *reservation_id)
+            holds::release(state, ancestors, defaults, now, *reservation_id)
         }
         Command::SetLimits { limits, force } => {
             admin::set_limits(state, defaults, now, None, limits, *force)

@@ -8,8 +8,8 @@ use chrono::Duration;
 
 use super::{unknown_resources, Decision, Outcome, Refusal, ResourceStanding, UserStanding};
 use crate::{
-    checked_add, CountRange, Counted, Defaults, Deltas, Event, Judged, Limit, ProjectState,
-    ReservationId, ResourceName, Timestamp, Usage, UserId,
+    checked_add, CountRange, Counted, Defaults, Deltas, Event, Judged, Limit, ProjectId,
+    ProjectState, ReservationId, ResourceName, Timestamp, Usage, UserId,
 };
 
 /// A reserve as asked: its deltas (per unit when counted), count range and hold.
@@ -39,6 +39,7 @@ impl Asked<'_> {
 
 pub(super) fn reserve(
     state: &ProjectState,
+    ancestors: &[&ProjectState],
     defaults: &Defaults,
     now: Timestamp,
     asked: &Asked<'_>,
@@ -54,7 +55,7 @@ pub(super) fn reserve(
     let (units, max_count) = match asked.count {
         None => (1, None),
         Some(range) => {
-            let fits = units_that_fit(state, defaults, now, asked, range.max())?;
+            let fits = units_that_fit(state, ancestors, defaults, now, asked, range.max())?;
             // Below the minimum the denial is judged on the minimum: the least it asked for.
             (fits.max(range.min()), Some(fits))
         }
@@ -77,7 +78,8 @@ pub(super) fn reserve(
         (Err(refusal), _) | (_, Err(refusal)) => return Err(refusal),
     };
     let user_overs = user.as_ref().map_or(vec![], |u| u.overs.clone());
-    if !judged.overs.is_empty() || !user_overs.is_empty() {
+    let ancestor_overs = judge_ancestors(ancestors, defaults, now, &deltas)?;
+    if !judged.overs.is_empty() || !user_overs.is_empty() || !ancestor_overs.is_empty() {
         return Ok(Decision {
             events: vec![Event::ReservationDenied {
                 reservation_id: asked.id,
@@ -87,12 +89,14 @@ pub(super) fn reserve(
                 count: asked.count,
                 user: asked.user.cloned(),
                 user_overs,
+                ancestor_overs: ancestor_overs.clone(),
             }],
             answer: Err(Refusal::OverQuota {
                 overs: judged.overs,
                 standing: judged.standing,
                 max_count,
                 user: user.map(Box::new),
+                ancestor_overs,
             }),
         });
     }
@@ -115,9 +119,10 @@ pub(super) fn reserve(
 
 /// The largest count, up to `most`, whose multiple of the unit fits every limit (0 if none):
 /// each resource with a positive delta and a cap allows `(cap - in_use - reserved) / delta`,
-/// for the project and for the user's own limits.
+/// for the project's subtree, for the user's own limits and for each ancestor's subtree.
 fn units_that_fit(
     state: &ProjectState,
+    ancestors: &[&ProjectState],
     defaults: &Defaults,
     now: Timestamp,
     asked: &Asked<'_>,
@@ -133,7 +138,14 @@ fn units_that_fit(
             .limit(defaults, resource)
             .expect("every resource was checked to have a default limit");
         if let Some(cap) = limit.cap() {
-            fits = fits.min(room(cap, state.usage(resource, now), resource)? / delta);
+            fits = fits.min(room(cap, state.subtree_usage(resource, now), resource)? / delta);
+        }
+        for ancestor in ancestors {
+            let cap = ancestor.limit(defaults, resource).and_then(Limit::cap);
+            if let Some(cap) = cap {
+                let usage = ancestor.subtree_usage(resource, now);
+                fits = fits.min(room(cap, usage, resource)? / delta);
+            }
         }
         let user_cap = asked
             .user
@@ -180,7 +192,10 @@ fn judge(
     let mut overs = vec![];
     let mut standing = BTreeMap::new();
     for (resource, delta) in deltas.iter() {
-        let usage = state.usage(resource, now);
+        // The limit caps the subtree (the project alone when it has no descendants); rule 3
+        // is about the project's own in_use.
+        let usage = state.subtree_usage(resource, now);
+        let own_in_use = state.in_use(resource);
         let limit = state
             .limit(defaults, resource)
             .expect("every resource was checked to have a default limit");
@@ -188,7 +203,7 @@ fn judge(
         if delta < 0 {
             let after = checked_add(
                 resource,
-                checked_add(resource, usage.in_use, usage.releasing)?,
+                checked_add(resource, own_in_use, usage.releasing)?,
                 delta,
             )?;
             if after < 0 {
@@ -209,6 +224,34 @@ fn judge(
         return Err(Refusal::UsageUnderflow(underflows));
     }
     Ok(Judgement { overs, standing })
+}
+
+/// The ancestors whose subtree `deltas` would take over their limit (rule 11), with those
+/// resources, sorted.
+fn judge_ancestors(
+    ancestors: &[&ProjectState],
+    defaults: &Defaults,
+    now: Timestamp,
+    deltas: &Deltas,
+) -> Result<BTreeMap<ProjectId, Vec<ResourceName>>, Refusal> {
+    let mut overs = BTreeMap::new();
+    for ancestor in ancestors {
+        let mut over = vec![];
+        for (resource, delta) in deltas.iter().filter(|(_, d)| *d > 0) {
+            let Some(cap) = ancestor.limit(defaults, resource).and_then(Limit::cap) else {
+                continue;
+            };
+            let usage = ancestor.subtree_usage(resource, now);
+            let used = checked_add(resource, usage.in_use, usage.reserved)?;
+            if checked_add(resource, used, delta)? > cap {
+                over.push(resource.clone());
+            }
+        }
+        if !over.is_empty() {
+            overs.insert(ancestor.project.clone(), over);
+        }
+    }
+    Ok(overs)
 }
 
 /// How `deltas` stand against a user's own limits (rule 8: only its overrides cap it), with

@@ -8,6 +8,7 @@ use crate::*;
 
 mod corrections;
 mod counts;
+mod tree;
 mod users;
 
 pub(crate) fn r(s: &str) -> ResourceName {

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::oneshot::error::RecvError;
 use tokio::sync::{mpsc, oneshot};
 
 use super::cache::Slot;
@@ -21,12 +22,28 @@ pub(super) struct Fence {
     pub(super) epoch: u64,
 }
 
-type Reply = oneshot::Sender<Result<AppendResult, StoreError>>;
+type Reply = oneshot::Sender<Result<Vec<AppendResult>, StoreError>>;
 
+/// One append, or a chain of linked appends (a decision whose consistency boundary spans
+/// several streams), each with the fence of the slot it was decided on.
 struct AppendRequest {
-    append: StreamAppend,
-    fence: Option<Fence>,
+    appends: Vec<StreamAppend>,
+    fences: Vec<Option<Fence>>,
     reply: Reply,
+}
+
+impl AppendRequest {
+    fn events(&self) -> usize {
+        self.appends.iter().map(|a| a.events.len()).sum()
+    }
+
+    /// Whether every slot the request was decided on is still at the epoch it was decided in.
+    fn is_fenced_in(&self) -> bool {
+        self.fences
+            .iter()
+            .flatten()
+            .all(|fence| fence.slot.epoch.load(Ordering::SeqCst) == fence.epoch)
+    }
 }
 
 /// The queue into the appender task; the task stops once this is dropped.
@@ -47,17 +64,39 @@ impl Appender {
         Appender { queue }
     }
 
-    /// Queues `append`; the receiver answers once its batch is written (or refused).
+    /// Queues `append`; the future answers once its batch is written (or refused).
     pub(super) async fn enqueue(
         &self,
         append: StreamAppend,
         fence: Option<Fence>,
-    ) -> Result<oneshot::Receiver<Result<AppendResult, StoreError>>, LedgerError> {
+    ) -> Result<
+        impl std::future::Future<Output = Result<Result<AppendResult, StoreError>, RecvError>>,
+        LedgerError,
+    > {
+        let rx = self.enqueue_chain(vec![append], vec![fence]).await?;
+        Ok(async move {
+            let results = rx.await?;
+            Ok(results.map(|mut results| results.pop().expect("one result per append")))
+        })
+    }
+
+    /// Queues `appends` as one linked chain: written whole or not at all, in one batch. The
+    /// receiver answers each append's result, in order.
+    pub(super) async fn enqueue_chain(
+        &self,
+        mut appends: Vec<StreamAppend>,
+        fences: Vec<Option<Fence>>,
+    ) -> Result<oneshot::Receiver<Result<Vec<AppendResult>, StoreError>>, LedgerError> {
+        assert!(!appends.is_empty() && appends.len() == fences.len());
+        let last = appends.len() - 1;
+        for (i, append) in appends.iter_mut().enumerate() {
+            append.linked = i < last;
+        }
         let (reply, rx) = oneshot::channel();
         self.queue
             .send(AppendRequest {
-                append,
-                fence,
+                appends,
+                fences,
                 reply,
             })
             .await
@@ -71,8 +110,8 @@ impl Appender {
         append: StreamAppend,
         fence: Option<Fence>,
     ) -> Result<AppendResult, LedgerError> {
-        let rx = self.enqueue(append, fence).await?;
-        Ok(rx.await.map_err(|_| LedgerError::ShuttingDown)??)
+        let pending = self.enqueue(append, fence).await?;
+        Ok(pending.await.map_err(|_| LedgerError::ShuttingDown)??)
     }
 }
 
@@ -99,15 +138,15 @@ async fn run_appender(
             },
         };
         let mut batch = vec![first];
-        let mut events = batch[0].append.events.len();
+        let mut events = batch[0].events();
         while batch.len() < max_batch_appends {
             match queue.try_recv() {
                 Ok(request) => {
-                    if events + request.append.events.len() > MAX_BATCH_EVENTS {
+                    if events + request.events() > MAX_BATCH_EVENTS {
                         held_over = Some(request);
                         break;
                     }
-                    events += request.append.events.len();
+                    events += request.events();
                     batch.push(request);
                 }
                 Err(_) => break,
@@ -117,18 +156,22 @@ async fn run_appender(
         let mut appends = Vec::with_capacity(batch.len());
         let mut waiters = Vec::with_capacity(batch.len());
         for request in batch {
-            if let Some(fence) = &request.fence {
-                if fence.slot.epoch.load(Ordering::SeqCst) != fence.epoch {
-                    // Decided on speculation that failed: never write it.
-                    let _ = request.reply.send(Ok(AppendResult::Conflict {
-                        expected: request.append.expected,
+            if !request.is_fenced_in() {
+                // Decided on speculation that failed: never write it.
+                let refused = request
+                    .appends
+                    .iter()
+                    .map(|append| AppendResult::Conflict {
+                        expected: append.expected,
                         actual: None,
-                    }));
-                    continue;
-                }
+                    })
+                    .collect();
+                let _ = request.reply.send(Ok(refused));
+                continue;
             }
-            appends.push(request.append);
-            waiters.push((request.fence, request.reply));
+            let count = request.appends.len();
+            appends.extend(request.appends);
+            waiters.push((request.fences, count, request.reply));
         }
         if appends.is_empty() {
             continue;
@@ -148,18 +191,20 @@ async fn run_appender(
             .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         match outcome {
             Ok(results) => {
-                debug_assert_eq!(results.len(), waiters.len());
-                for ((fence, reply), result) in waiters.into_iter().zip(results) {
-                    if result.is_conflict() {
-                        fail_fence(&fence);
+                debug_assert_eq!(results.len(), appends.len());
+                let mut results = results.into_iter();
+                for (fences, count, reply) in waiters {
+                    let chain: Vec<AppendResult> = results.by_ref().take(count).collect();
+                    if chain.iter().any(AppendResult::is_conflict) {
+                        fences.iter().for_each(fail_fence);
                     }
-                    let _ = reply.send(Ok(result));
+                    let _ = reply.send(Ok(chain));
                 }
             }
             Err(error) => {
                 tracing::warn!(%error, appends = appends.len(), "group commit failed");
-                for (fence, reply) in waiters {
-                    fail_fence(&fence);
+                for (fences, _, reply) in waiters {
+                    fences.iter().for_each(fail_fence);
                     let _ = reply.send(Err(error.clone()));
                 }
                 if matches!(error, StoreError::Unavailable(_)) {

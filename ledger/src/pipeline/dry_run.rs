@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use domain::{
-    decide, Defaults, Event, ProjectState, Refusal, ResourceName, ResourceStanding, Timestamp,
-    UserId, UserStanding,
+    decide_in_tree, Defaults, Event, ProjectId, ProjectState, Refusal, ResourceName,
+    ResourceStanding, Timestamp, UserId, UserStanding,
 };
 
 use super::{Ledger, LedgerError, ReserveRequest};
@@ -26,6 +26,8 @@ pub struct DryRun {
     pub max_count: Option<u32>,
     /// A reserve for a user: how it stands against the user's own limits.
     pub user: Option<UserStanding>,
+    /// The ancestors whose limits it would go over, with those resources (SPEC rule 11).
+    pub ancestor_overs: BTreeMap<ProjectId, Vec<ResourceName>>,
 }
 
 impl Ledger {
@@ -43,10 +45,12 @@ impl Ledger {
         let domain::Command::Reserve { reservation_id, .. } = command else {
             unreachable!("a reserve request is a reserve command")
         };
+        let ancestors = self.ancestor_states(project).await?;
+        let ancestors: Vec<&ProjectState> = ancestors.iter().collect();
         let now = self.clock.now();
         let judged = self
             .read(project, |state, defaults| {
-                let decision = decide(&command, state, defaults, now);
+                let decision = decide_in_tree(&command, state, &ancestors, defaults, now);
                 // A grant's count is the one its event records; an idempotent repeat records
                 // nothing and would answer the original, with the original's count.
                 let granted_count = match decision.events.first() {
@@ -73,6 +77,7 @@ impl Ledger {
                 count,
                 max_count: None,
                 user,
+                ancestor_overs: BTreeMap::new(),
             }),
             (
                 Err(Refusal::OverQuota {
@@ -80,6 +85,7 @@ impl Ledger {
                     standing,
                     max_count,
                     user,
+                    ancestor_overs,
                 }),
                 _,
                 _,
@@ -91,6 +97,7 @@ impl Ledger {
                 count: None,
                 max_count,
                 user: user.map(|u| *u).or(granted_user),
+                ancestor_overs,
             }),
             (Err(refusal), _, _, _) => Err(refusal.into()),
         }
@@ -109,7 +116,8 @@ fn standing<'a>(
         .filter_map(|resource| {
             let limit = state.limit(defaults, resource)?;
             let (limit, usage) = match user {
-                None => (limit, state.usage(resource, now)),
+                // A project's limit caps its subtree (SPEC rule 11).
+                None => (limit, state.subtree_usage(resource, now)),
                 Some(user) => (
                     state.user_override(user, resource).unwrap_or(limit),
                     state.user_usage(user, resource, now),

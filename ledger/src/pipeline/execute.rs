@@ -13,6 +13,7 @@ use super::appender::Fence;
 use super::cache::{Slot, SlotState};
 use super::encode::event_data;
 use super::load::{load_project, snapshot_due};
+use super::tree;
 use super::{Ledger, LedgerError};
 use crate::store::{AppendResult, ExpectedVersion, Metadata, Position, StreamAppend};
 
@@ -31,6 +32,13 @@ pub(super) struct Written {
 }
 
 impl Written {
+    pub(super) fn new(versions: Vec<u64>, positions: Vec<Position>) -> Self {
+        Written {
+            versions,
+            positions,
+        }
+    }
+
     /// The global position of the last event written, if any.
     pub(super) fn last_position(&self) -> Option<Position> {
         self.positions.last().copied()
@@ -62,6 +70,10 @@ impl Ledger {
             let epoch = slot.epoch.load(Ordering::SeqCst);
             let (events, answer, reply) = {
                 let mut inner = self.lock_current(project, &slot, epoch).await?;
+                if inner.state.parent.is_some() && tree::reads_ancestors(command) {
+                    drop(inner);
+                    return self.execute_in_tree(project, command, meta).await;
+                }
                 let defaults = self.defaults();
                 let now = self.clock.now();
                 let Decision { events, answer } = decide(command, &inner.state, &defaults, now);
@@ -112,23 +124,9 @@ impl Ledger {
                     positions,
                     ..
                 } => {
-                    if !positions.is_empty() {
-                        let mut inner = slot.inner.lock().await;
-                        if inner.epoch == epoch {
-                            for ((event, version), position) in
-                                events.iter().zip(&versions).zip(&positions)
-                            {
-                                inner.state.note_position(event, *version, *position);
-                            }
-                        }
-                    }
-                    return Ok(Executed {
-                        answer,
-                        written: Written {
-                            versions,
-                            positions,
-                        },
-                    });
+                    let written = Written::new(versions, positions);
+                    self.note_positions(&slot, epoch, &events, &written).await;
+                    return Ok(Executed { answer, written });
                 }
                 AppendResult::Conflict { .. } | AppendResult::LinkedFailed => {
                     tracing::debug!(%stream, attempts, "expected-version conflict; deciding again");
@@ -187,7 +185,7 @@ impl Ledger {
 
     /// Locks the slot, reloading its state from the store unless it is loaded and was built
     /// under `epoch`.
-    async fn lock_current<'a>(
+    pub(super) async fn lock_current<'a>(
         &self,
         project: &ProjectId,
         slot: &'a Slot,
@@ -206,7 +204,29 @@ impl Ledger {
         Ok(inner)
     }
 
-    async fn after_conflict(&self, attempts: u32) {
+    /// Records in the slot's state where its just-written events are stored, unless the slot
+    /// was reloaded meanwhile (a reloaded state knows from the store).
+    pub(super) async fn note_positions(
+        &self,
+        slot: &Slot,
+        epoch: u64,
+        events: &[domain::Event],
+        written: &Written,
+    ) {
+        if written.positions.is_empty() {
+            return;
+        }
+        let mut inner = slot.inner.lock().await;
+        if inner.epoch == epoch {
+            for ((event, version), position) in
+                events.iter().zip(&written.versions).zip(&written.positions)
+            {
+                inner.state.note_position(event, *version, *position);
+            }
+        }
+    }
+
+    pub(super) async fn after_conflict(&self, attempts: u32) {
         self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
         if attempts > 1 {
             // Another node keeps winning this stream: back off a random, growing while so that

@@ -29,8 +29,10 @@
 //! slots and their eviction), `appender` (group commit and fencing), `load` (a state from its
 //! snapshot and tail; when to store a snapshot), `defaults` (the `$defaults` stream), `answers`
 //! (what clients are answered), `dry_run` (a reserve judged without recording it), `users`
-//! (a reserve's request; users' limits and usage), `encode` (events as the store takes them),
-//! and `config`, `error`, `stats`.
+//! (a reserve's request; users' limits and usage), `tree` (decisions across a project's chain
+//! of ancestors, appended as one linked chain; setting a parent), `subtree` (a parent's
+//! descendants and their usage), `encode` (events as the store takes them), and `config`,
+//! `error`, `stats`.
 
 mod answers;
 mod appender;
@@ -43,6 +45,8 @@ mod error;
 mod execute;
 mod load;
 mod stats;
+mod subtree;
+mod tree;
 mod users;
 
 use std::collections::BTreeMap;
@@ -59,6 +63,7 @@ pub use dry_run::DryRun;
 pub use error::LedgerError;
 pub use load::load_project;
 pub use stats::LedgerStats;
+pub use subtree::SubtreeView;
 pub use users::{ReserveRequest, UserUsage};
 
 use answers::Granted;

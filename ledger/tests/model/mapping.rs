@@ -160,6 +160,7 @@ pub fn refusal_answer(refusal: &Refusal) -> Answer {
             standing: s,
             max_count,
             user,
+            ancestor_overs: _,
         } => Answer::Refused {
             code: "over-quota",
             resources: standing(s),
@@ -187,6 +188,7 @@ pub fn refusal_answer(refusal: &Refusal) -> Answer {
             max_count: None,
             user: None,
         },
+        Refusal::Tree(_) => refused("invalid", vec![]),
     }
 }
 

@@ -8,9 +8,11 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+mod tree;
+
 use crate::{
-    CountRange, Counted, Deltas, Event, Judged, Limit, ReleaseReason, ReservationId, ResourceName,
-    Timestamp, UserId,
+    CountRange, Counted, Deltas, Event, Judged, Limit, ProjectId, ReleaseReason, ReservationId,
+    ResourceName, Timestamp, UserId,
 };
 
 /// The schema version written for new events of every type.
@@ -108,6 +110,9 @@ struct JudgedV1 {
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DeniedV1 {
+    /// Added with hierarchy: the ancestors over their limits, absent when none was.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    ancestor_overs: BTreeMap<String, Vec<String>>,
     /// Added with counted reserves, as in [`RequestedV1`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     count: Option<CountedV1>,
@@ -225,7 +230,15 @@ pub fn encode(event: &Event) -> Encoded {
             count,
             user,
             user_overs,
+            ancestor_overs,
         } => to_json(&DeniedV1 {
+            ancestor_overs: ancestor_overs
+                .iter()
+                .map(|(p, overs)| {
+                    let names = overs.iter().map(|r| r.as_str().to_owned()).collect();
+                    (p.as_str().to_owned(), names)
+                })
+                .collect(),
             user: user_name(user.as_ref()),
             user_overs: user_overs.iter().map(|r| r.as_str().to_owned()).collect(),
             count: count.map(|range| CountedV1 {
@@ -263,6 +276,11 @@ pub fn encode(event: &Event) -> Encoded {
             in_use_after: *in_use_after,
             reason: reason.clone(),
         }),
+        Event::ParentSet { .. }
+        | Event::DescendantReserved { .. }
+        | Event::DescendantUsageChanged { .. }
+        | Event::DescendantsJoined { .. }
+        | Event::DescendantsLeft { .. } => tree::encode(event),
     };
     Encoded {
         event_type: event.type_name(),
@@ -379,6 +397,15 @@ pub fn decode(event_type: &str, schema_version: u16, data: &str) -> Result<Event
                 deltas: deltas(v.deltas)?,
                 overs: v.overs.iter().map(|s| res(s)).collect::<Result<_, _>>()?,
                 user: v.user.as_deref().map(user).transpose()?,
+                ancestor_overs: v
+                    .ancestor_overs
+                    .iter()
+                    .map(|(p, overs)| {
+                        let project = ProjectId::parse(p).map_err(|e| malformed(e.to_string()))?;
+                        let overs = overs.iter().map(|s| res(s)).collect::<Result<_, _>>()?;
+                        Ok((project, overs))
+                    })
+                    .collect::<Result<_, DecodeError>>()?,
                 user_overs: v
                     .user_overs
                     .iter()
@@ -424,7 +451,7 @@ pub fn decode(event_type: &str, schema_version: u16, data: &str) -> Result<Event
                 user: user(&v.user)?,
             }
         }
-        other => return Err(DecodeError::UnknownType(other.to_owned())),
+        tree_type => tree::decode(tree_type, data).map_err(malformed)?,
     };
     Ok(event)
 }
@@ -434,239 +461,4 @@ fn from_json<T: DeserializeOwned>(data: &str) -> Result<T, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use chrono::{TimeZone, Utc};
-    use serde_json::json;
-
-    fn r(s: &str) -> ResourceName {
-        ResourceName::parse(s).unwrap()
-    }
-
-    fn id(n: u128) -> ReservationId {
-        ReservationId(Uuid::from_u128(n))
-    }
-
-    fn every_event() -> Vec<Event> {
-        let deltas = Deltas::new([(r("cores"), 2), (r("ram"), -4096)].into()).unwrap();
-        vec![
-            Event::DefaultLimitsSet {
-                limits: [(r("instances"), Limit::new(10).unwrap())].into(),
-            },
-            Event::LimitsSet {
-                limits: [(r("cores"), Limit::UNLIMITED)].into(),
-                forced: true,
-            },
-            Event::LimitsReset,
-            Event::ReservationRequested {
-                user: None,
-                count: None,
-                reservation_id: id(1),
-                deltas: deltas.clone(),
-                expires_at: Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap(),
-            },
-            Event::ReservationCommitted {
-                reservation_id: id(1),
-            },
-            Event::ReservationReleased {
-                reservation_id: id(1),
-                reason: ReleaseReason::Freed,
-            },
-            Event::ReservationDenied {
-                user: None,
-                user_overs: vec![],
-                count: None,
-                reservation_id: id(2),
-                deltas,
-                overs: vec![r("cores")],
-                judged: [(
-                    r("cores"),
-                    Judged {
-                        limit: Limit::new(4).unwrap(),
-                        in_use: 3,
-                        reserved: 1,
-                    },
-                )]
-                .into(),
-            },
-            Event::UsageCorrected {
-                user: None,
-                resource: r("ram"),
-                in_use_before: 5,
-                in_use_after: 0,
-                reason: "audit 42".into(),
-            },
-            Event::ReservationRequested {
-                user: None,
-                count: Some(Counted {
-                    range: CountRange::new(2, 5).unwrap(),
-                    granted: 3,
-                }),
-                reservation_id: id(3),
-                deltas: Deltas::new([(r("cores"), 6)].into()).unwrap(),
-                expires_at: Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap(),
-            },
-            Event::ReservationDenied {
-                user: None,
-                user_overs: vec![],
-                count: Some(CountRange::new(2, 5).unwrap()),
-                reservation_id: id(4),
-                deltas: Deltas::new([(r("cores"), 4)].into()).unwrap(),
-                overs: vec![r("cores")],
-                judged: [(
-                    r("cores"),
-                    Judged {
-                        limit: Limit::new(4).unwrap(),
-                        in_use: 3,
-                        reserved: 0,
-                    },
-                )]
-                .into(),
-            },
-            Event::ReservationRequested {
-                count: None,
-                reservation_id: id(5),
-                deltas: Deltas::new([(r("cores"), 1)].into()).unwrap(),
-                expires_at: Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap(),
-                user: Some(alice()),
-            },
-            Event::ReservationDenied {
-                count: None,
-                reservation_id: id(6),
-                deltas: Deltas::new([(r("cores"), 1)].into()).unwrap(),
-                overs: vec![],
-                judged: BTreeMap::new(),
-                user: Some(alice()),
-                user_overs: vec![r("cores")],
-            },
-            Event::UsageCorrected {
-                resource: r("cores"),
-                in_use_before: 3,
-                in_use_after: 1,
-                reason: "recount".into(),
-                user: Some(alice()),
-            },
-            Event::UserLimitsSet {
-                user: alice(),
-                limits: [(r("cores"), Limit::new(2).unwrap())].into(),
-                forced: true,
-            },
-            Event::UserLimitsReset { user: alice() },
-        ]
-    }
-
-    fn alice() -> UserId {
-        UserId::parse("alice").unwrap()
-    }
-
-    #[test]
-    fn every_event_round_trips() {
-        for event in every_event() {
-            let enc = encode(&event);
-            assert_eq!(enc.schema_version, CURRENT_SCHEMA_VERSION);
-            let back = decode(enc.event_type, enc.schema_version, enc.data.get()).unwrap();
-            assert_eq!(back, event);
-        }
-    }
-
-    /// The stored text of each body, compact with its keys in order, as bodies have always
-    /// been stored. If this test breaks, new events are stored differently from the old ones.
-    #[test]
-    fn bodies_are_stored_as_this_text() {
-        let texts: Vec<String> = every_event()
-            .iter()
-            .map(|event| encode(event).data.get().to_owned())
-            .collect();
-        assert_eq!(
-            texts,
-            [
-                r#"{"limits":{"instances":10}}"#,
-                r#"{"forced":true,"limits":{"cores":-1}}"#,
-                r#"{}"#,
-                r#"{"deltas":{"cores":2,"ram":-4096},"expires_at":"2026-01-02T03:04:05Z","reservation_id":"00000000-0000-0000-0000-000000000001"}"#,
-                r#"{"reservation_id":"00000000-0000-0000-0000-000000000001"}"#,
-                r#"{"reason":"freed","reservation_id":"00000000-0000-0000-0000-000000000001"}"#,
-                r#"{"deltas":{"cores":2,"ram":-4096},"judged":{"cores":{"in_use":3,"limit":4,"reserved":1}},"overs":["cores"],"reservation_id":"00000000-0000-0000-0000-000000000002"}"#,
-                r#"{"in_use_after":0,"in_use_before":5,"reason":"audit 42","resource":"ram"}"#,
-                r#"{"count":{"granted":3,"max":5,"min":2},"deltas":{"cores":6},"expires_at":"2026-01-02T03:04:05Z","reservation_id":"00000000-0000-0000-0000-000000000003"}"#,
-                r#"{"count":{"max":5,"min":2},"deltas":{"cores":4},"judged":{"cores":{"in_use":3,"limit":4,"reserved":0}},"overs":["cores"],"reservation_id":"00000000-0000-0000-0000-000000000004"}"#,
-                r#"{"deltas":{"cores":1},"expires_at":"2026-01-02T03:04:05Z","reservation_id":"00000000-0000-0000-0000-000000000005","user":"alice"}"#,
-                r#"{"deltas":{"cores":1},"judged":{},"overs":[],"reservation_id":"00000000-0000-0000-0000-000000000006","user":"alice","user_overs":["cores"]}"#,
-                r#"{"in_use_after":1,"in_use_before":3,"reason":"recount","resource":"cores","user":"alice"}"#,
-                r#"{"forced":true,"limits":{"cores":2},"user":"alice"}"#,
-                r#"{"user":"alice"}"#,
-            ]
-        );
-    }
-
-    /// A body that is not JSON, or JSON of another shape, is malformed, never a panic.
-    #[test]
-    fn bodies_that_are_not_json_are_malformed() {
-        for body in ["", "{", "not json", "{\"limits\": {}} trailing"] {
-            assert!(matches!(
-                decode("LimitsSet", 1, body),
-                Err(DecodeError::Malformed { .. })
-            ));
-        }
-    }
-
-    /// Frozen v1 bodies: if this test breaks, old events in users' stores no longer read.
-    #[test]
-    fn v1_bodies_stay_readable() {
-        let requested = json!({
-            "reservation_id": "00000000-0000-0000-0000-000000000001",
-            "deltas": {"instances": 1, "cores": 2},
-            "expires_at": "2026-01-02T03:04:05Z"
-        });
-        assert!(matches!(
-            decode("ReservationRequested", 1, &requested.to_string()),
-            Ok(Event::ReservationRequested { .. })
-        ));
-        let released =
-            json!({"reservation_id": "00000000-0000-0000-0000-000000000001", "reason": "expired"});
-        assert_eq!(
-            decode("ReservationReleased", 1, &released.to_string()),
-            Ok(Event::ReservationReleased {
-                reservation_id: id(1),
-                reason: ReleaseReason::Expired
-            })
-        );
-        assert_eq!(
-            decode("LimitsSet", 1, &json!({"limits": {"cores": 8}}).to_string()),
-            Ok(Event::LimitsSet {
-                limits: [(r("cores"), Limit::new(8).unwrap())].into(),
-                forced: false
-            })
-        );
-    }
-
-    #[test]
-    fn bad_stored_events_are_errors_not_panics() {
-        assert!(matches!(
-            decode("Nope", 1, "{}"),
-            Err(DecodeError::UnknownType(_))
-        ));
-        assert!(matches!(
-            decode("LimitsReset", 9, "{}"),
-            Err(DecodeError::UnknownVersion { .. })
-        ));
-        for body in [
-            json!(null),
-            json!({"limits": {"bad name": 1}}),
-            json!({"limits": {"x": -7}}),
-            json!({"limits": {}, "extra": 1}),
-        ] {
-            assert!(matches!(
-                decode("LimitsSet", 1, &body.to_string()),
-                Err(DecodeError::Malformed { .. })
-            ));
-        }
-        assert!(decode(
-            "ReservationReleased",
-            1,
-            &json!({"reservation_id": "00000000-0000-0000-0000-000000000001", "reason": "??"})
-                .to_string()
-        )
-        .is_err());
-    }
-}
+mod tests;
