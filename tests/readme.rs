@@ -16,10 +16,11 @@ const README: &str = include_str!("../README.md");
 
 /// The sections whose shell blocks are the walk-through, in the order a reader runs them, and
 /// how many of each section's blocks belong to it.
-const WALK_THROUGH: [(&str, usize); 3] = [
+const WALK_THROUGH: [(&str, usize); 4] = [
     ("## A boot, with curl", usize::MAX),
     ("## Usage, audit and rebuilds", 1),
     ("## Users inside a project", usize::MAX),
+    ("## Projects in a tree", usize::MAX),
 ];
 
 #[derive(Debug)]

@@ -3,7 +3,8 @@
 //! store: control characters (all of U+0000–U+001F and U+007F–U+009F), lone surrogates escaped
 //! in JSON, U+2028, byte-order marks, very long strings and valid odd Unicode (emoji, CJK,
 //! zero-width, right-to-left). Users' ids go everywhere one is taken: a reserve's and a
-//! correction's `user`, the `{u}` of the four user routes, the audit's `?user=`. Each request
+//! correction's `user`, the `{u}` of the four user routes, the audit's `?user=`; a parent goes
+//! in `PUT …/parent`'s `parent` and in the `{p}` of the parent routes. Each request
 //! is either refused with a 4xx problem or stored as sent; after all of them the views have
 //! caught up with the log (lag 0), every stored actor, request id and reserve's user reads back
 //! from the audit exactly, and `quota projections verify` is clean.
@@ -135,9 +136,11 @@ enum Field {
     UserLimitsDeletePath,
     UserUsagePath,
     AuditUser,
+    ParentBody,
+    ParentPath,
 }
 
-const FIELDS: [Field; 32] = [
+const FIELDS: [Field; 34] = [
     Field::ReserveActor,
     Field::ReserveRequestId,
     Field::ReserveResource,
@@ -170,6 +173,8 @@ const FIELDS: [Field; 32] = [
     Field::UserLimitsDeletePath,
     Field::UserUsagePath,
     Field::AuditUser,
+    Field::ParentBody,
+    Field::ParentPath,
 ];
 
 fn encode_component(s: &str) -> String {
@@ -229,6 +234,23 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
                     let body = Body::Raw(r#"{"limits": {"instances": 1000}}"#.to_owned());
                     api.send(Method::PUT, &path, Some(body)).await
                 }
+                _ => api.send(Method::DELETE, &path, None).await,
+            };
+            (answer, None)
+        }
+        Field::ParentBody => {
+            let body = Body::Raw(format!(r#"{{"parent": {}}}"#, text.json()));
+            let path = format!("/v1/projects/{project}/parent");
+            (api.send(Method::PUT, &path, Some(body)).await, None)
+        }
+        Field::ParentPath => {
+            // Read, set under one of the test's projects, or removed, by turns.
+            let s = text.as_str().filter(|s| s.len() <= 2_000)?;
+            let path = format!("/v1/projects/{}/parent", encode_component(s));
+            let body = Body::Raw(format!(r#"{{"parent": "{project}"}}"#));
+            let answer = match case % 3 {
+                0 => api.send(Method::GET, &path, None).await,
+                1 => api.send(Method::PUT, &path, Some(body)).await,
                 _ => api.send(Method::DELETE, &path, None).await,
             };
             (answer, None)

@@ -350,8 +350,9 @@ mod tests {
         let body = ApiError::OverQuota {
             user: None,
             overs: vec![r("instances")],
-            standing,
+            standing: standing.clone(),
             max_count: None,
+            ancestor_overs: BTreeMap::new(),
         }
         .to_problem()
         .body();
@@ -364,6 +365,33 @@ mod tests {
             json!({"in_use": 7, "reserved": 3})
         );
         assert_eq!(body["headroom"], json!({"instances": 0}));
+        assert!(body.get("ancestor_overs").is_none(), "{body}");
+
+        // Over an ancestor's limit only: `overs` stays empty, `ancestor_overs` names it.
+        let dept = ProjectId::parse("dept").expect("id");
+        let problem = ApiError::OverQuota {
+            user: None,
+            overs: vec![],
+            standing,
+            max_count: None,
+            ancestor_overs: BTreeMap::from([(dept, vec![r("instances")])]),
+        }
+        .to_problem();
+        let body = problem.body();
+        assert_eq!(body["overs"], json!([]));
+        assert_eq!(body["ancestor_overs"], json!({"dept": ["instances"]}));
+        assert_eq!(problem.detail, "over dept's quota for instances");
+    }
+
+    #[test]
+    fn a_tree_refusal_is_an_invalid_request() {
+        let cycle = domain::TreeRefusal::Cycle {
+            project: ProjectId::parse("a").expect("id"),
+            parent: ProjectId::parse("b").expect("id"),
+        };
+        let problem = ApiError::from(Refusal::Tree(cycle)).to_problem();
+        assert_eq!(problem.code.as_str(), "invalid-request");
+        assert!(problem.detail.contains("cycle"), "{}", problem.detail);
     }
 
     #[test]

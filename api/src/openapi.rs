@@ -11,8 +11,8 @@ use self::contract::Contract;
 
 use crate::problem::{ProblemCode, ProblemDocument};
 use crate::routes::{
-    admin, audit, corrections, defaults, limits, projects, reservation_list, reservations, service,
-    usage, users,
+    admin, audit, corrections, defaults, limits, parent, projects, reservation_list, reservations,
+    service, usage, users,
 };
 
 #[derive(OpenApi)]
@@ -33,6 +33,9 @@ use crate::routes::{
         users::get_user_limits,
         users::delete_user_limits,
         users::get_user_usage,
+        parent::put_parent,
+        parent::get_parent,
+        parent::delete_parent,
         reservations::reserve,
         reservation_list::list_reservations,
         reservations::get_reservation,
@@ -53,6 +56,7 @@ use crate::routes::{
     modifiers(&BearerAuth, &Contract),
     tags(
         (name = "limits", description = "Default and per-project limits"),
+        (name = "tree", description = "The project hierarchy: a parent's limits cap its subtree"),
         (name = "reservations", description = "Reserve, commit, release"),
         (name = "usage", description = "Usage and audit views"),
         (name = "admin", description = "Projection maintenance"),

@@ -165,7 +165,7 @@ impl ProblemCode {
 
 /// A problem as sent on the wire. The extra members depend on the type: `over-quota` carries
 /// `overs`, `limits`, `usage` and `headroom` (and `max_count` for a counted reserve, the
-/// `user_*` members when over a user's own limits); `limit-below-usage` carries `resources` (an
+/// `user_*` members when over a user's own limits, `ancestor_overs` when over an ancestor's); `limit-below-usage` carries `resources` (an
 /// object); `unknown-resource` and `usage-underflow` carry `resources` (a list of names);
 /// `not-caught-up` carries `min_position` and `position`. Members a type does not carry are left
 /// out, never `null`.
@@ -214,6 +214,11 @@ pub struct ProblemDocument {
     /// over-quota for a user: the user's `limit - in_use - reserved` per limited resource.
     #[schema(nullable = false)]
     pub user_headroom: Option<BTreeMap<String, i64>>,
+    /// over-quota of a reserve over an ancestor's limits (SPEC rule 11; the ancestor's subtree
+    /// counts against them): `{ancestor: [resources]}`, each list sorted. `overs` names only
+    /// the project's own.
+    #[schema(nullable = false, value_type = Option<BTreeMap<String, Vec<ResourceNameSchema>>>)]
+    pub ancestor_overs: Option<BTreeMap<String, Vec<String>>>,
     /// limit-below-usage: `{resource: {limit, in_use, reserved}}`; unknown-resource and
     /// usage-underflow: the names, sorted.
     #[schema(nullable = false)]

@@ -1,5 +1,8 @@
 //! What `quota bench` takes on the command line.
 
+/// The tree workload's children under each parent.
+pub(crate) const CHILDREN_PER_PARENT: usize = 10;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Workload {
     /// 1 project, 20 clients all at once, one reserve each, limit instances 10.
@@ -8,6 +11,10 @@ pub enum Workload {
     Hot,
     /// 1,000 projects picked uniformly, unlimited, boots in a closed loop.
     Fleet,
+    /// 100 parents with 10 children each (1,000 children, `--projects`), boots in a closed loop
+    /// in children picked uniformly; each boot's chain is the child and its parent (SPEC rule
+    /// 11), under a parent limit that is never reached.
+    Tree,
 }
 
 impl Workload {
@@ -16,6 +23,7 @@ impl Workload {
             Workload::Burst => "burst",
             Workload::Hot => "hot",
             Workload::Fleet => "fleet",
+            Workload::Tree => "tree",
         }
     }
 }
@@ -42,7 +50,7 @@ pub struct BenchArgs {
     /// Bearer token for --target (an admin token: the bench sets limits).
     #[arg(long, env = "QUOTA_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// Projects in the fleet workload.
+    /// Projects in the fleet workload; children in the tree workload (a multiple of 10).
     #[arg(long, default_value_t = 1000)]
     pub projects: usize,
     /// Do not verify after the run (`verified` is then false).
@@ -69,13 +77,18 @@ impl BenchArgs {
         if self.projects == 0 || self.projects > 1_000_000 {
             return Err("--projects must be 1 to 1000000".into());
         }
+        if self.workload == Workload::Tree && !self.projects.is_multiple_of(CHILDREN_PER_PARENT) {
+            return Err(format!(
+                "--projects must be a multiple of {CHILDREN_PER_PARENT} for the tree workload"
+            ));
+        }
         Ok(clients)
     }
 
     /// How many projects the workload spreads its load over.
     pub(crate) fn project_count(&self) -> usize {
         match self.workload {
-            Workload::Fleet => self.projects,
+            Workload::Fleet | Workload::Tree => self.projects,
             Workload::Hot | Workload::Burst => 1,
         }
     }

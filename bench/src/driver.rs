@@ -14,6 +14,8 @@ pub(crate) enum Answer {
 #[async_trait]
 pub(crate) trait Driver: Send + Sync {
     async fn set_limits(&self, project: &ProjectId, limits: &Limits) -> Result<(), String>;
+    /// Puts `project` under `parent` (SPEC rule 11).
+    async fn set_parent(&self, project: &ProjectId, parent: &ProjectId) -> Result<(), String>;
     /// Makes sure every resource of a boot has a default limit (unlimited where missing).
     async fn ensure_defaults(&self) -> Result<(), String>;
     async fn reserve(&self, project: &ProjectId) -> Answer;

@@ -43,6 +43,14 @@ impl Driver for InProcess {
             .map_err(|e| e.to_string())
     }
 
+    async fn set_parent(&self, project: &ProjectId, parent: &ProjectId) -> Result<(), String> {
+        self.ledger
+            .set_parent(project, Some(parent.clone()), true, &bench_meta())
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
     async fn reserve(&self, project: &ProjectId) -> Answer {
         match self
             .ledger

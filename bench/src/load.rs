@@ -128,6 +128,35 @@ pub(crate) async fn join_all(
 }
 
 /// Sets every project's limits before the load, from 16 tasks at once.
+/// Gives each parent its limits and puts its children under it, 16 parents at a time.
+pub(crate) async fn setup_tree(
+    driver: &Arc<dyn Driver>,
+    tree: &[(ProjectId, Vec<ProjectId>)],
+    parent_limits: &Limits,
+) -> Result<(), String> {
+    let parents: Vec<ProjectId> = tree.iter().map(|(p, _)| p.clone()).collect();
+    setup_limits(driver, &parents, parent_limits).await?;
+    for families in tree.chunks(16) {
+        let tasks: Vec<_> = families
+            .iter()
+            .cloned()
+            .map(|(parent, children)| {
+                let driver = driver.clone();
+                tokio::spawn(async move {
+                    for child in &children {
+                        driver.set_parent(child, &parent).await?;
+                    }
+                    Ok::<(), String>(())
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.map_err(|e| e.to_string())??;
+        }
+    }
+    Ok(())
+}
+
 pub(crate) async fn setup_limits(
     driver: &Arc<dyn Driver>,
     projects: &[ProjectId],

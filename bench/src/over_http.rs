@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use client::wire::{Reserve, SetDefaults, SetLimits, Step, UsageQuery};
+use client::wire::{Reserve, SetDefaults, SetLimits, SetParent, Step, UsageQuery};
 use client::{Client, ClientError};
 use domain::{Limits, ProjectId, ReservationId};
 
@@ -126,6 +126,18 @@ impl Driver for OverHttp {
             .await
             .map(|_| ())
             .map_err(|e| format!("PUT limits: {e}"))
+    }
+
+    async fn set_parent(&self, project: &ProjectId, parent: &ProjectId) -> Result<(), String> {
+        let body = SetParent {
+            parent: parent.as_str().to_owned(),
+            force: true,
+        };
+        self.client
+            .set_parent(project.as_str(), &body)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("PUT parent: {e}"))
     }
 
     async fn reserve(&self, project: &ProjectId) -> Answer {

@@ -48,14 +48,18 @@ pub async fn replay_checking_limits(store: &dyn EventStore) -> Result<Replay, St
                 .entry(project.clone())
                 .or_insert_with(|| ProjectState::new(project));
             state.apply(&event, recorded.event.recorded_at);
-            let domain::Event::ReservationRequested { deltas, .. } = &event else {
-                continue;
+            let deltas = match &event {
+                domain::Event::ReservationRequested { deltas, .. } => deltas,
+                // A descendant's grant adds to this project's subtree (SPEC rule 11).
+                domain::Event::DescendantReserved { hold, .. } => &hold.deltas,
+                _ => continue,
             };
             // SPEC rule 1 bounds the resources a grant adds to; another resource may stand
             // above a limit lowered with force (or a lowered default) and only blocks new
-            // positive reserves of itself.
-            for (resource, (limit, usage)) in state.usage_all(&defaults, recorded.event.recorded_at)
-            {
+            // positive reserves of itself. A limit caps the project's subtree (rule 11).
+            let at = recorded.event.recorded_at;
+            for (resource, (limit, _)) in state.usage_all(&defaults, at) {
+                let usage = state.subtree_usage(&resource, at);
                 if deltas.get(&resource) <= 0 {
                     continue;
                 }

@@ -14,12 +14,15 @@ use crate::args::{BenchArgs, Workload};
 use crate::driver::Driver;
 use crate::in_process::InProcess;
 use crate::load::{
-    burst_client, client_loop, join_all, report_progress, setup_limits, ClientTally, CommittedBoots,
+    burst_client, client_loop, join_all, report_progress, setup_limits, setup_tree, ClientTally,
+    CommittedBoots,
 };
 use crate::over_http::OverHttp;
 use crate::report::{percentile_ms, round2, BenchReport, Totals};
 use crate::verify::{time_cold_loads, verify_store};
-use crate::workload::{fresh_projects, project_limits, BURST_LIMIT};
+use crate::workload::{
+    fresh_projects, project_limits, tree_parent_limits, tree_parents, BURST_LIMIT,
+};
 
 /// Where the run's decisions go, and what it reads afterwards.
 struct Setup {
@@ -124,6 +127,12 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
     let projects = fresh_projects(args.project_count());
     setup.driver.ensure_defaults().await?;
     setup_limits(&setup.driver, &projects, &project_limits(&args)).await?;
+    let tree = if args.workload == Workload::Tree {
+        tree_parents(&projects)
+    } else {
+        vec![]
+    };
+    setup_tree(&setup.driver, &tree, &tree_parent_limits()).await?;
     eprintln!(
         "bench: {} via {} on {}, {clients} clients, {} project(s)",
         args.workload.name(),
@@ -153,7 +162,7 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
         false
     } else {
         // The checks run even when the counts already fail: their messages say what went wrong.
-        let checked = verify(&mut setup, &projects, &load).await?;
+        let checked = verify(&mut setup, &projects, &tree, &load).await?;
         oversubscribed == 0 && load.totals.errors == 0 && checked
     };
     let cold_load_ms = match (&setup.store, args.target.is_none()) {
@@ -254,9 +263,15 @@ async fn views_behind(projections: Option<&Projections>) -> Result<Option<u64>, 
 }
 
 /// Checks the run's outcome on the store when there is one, else with the server's usage.
-async fn verify(setup: &mut Setup, projects: &[ProjectId], load: &Load) -> Result<bool, String> {
+async fn verify(
+    setup: &mut Setup,
+    projects: &[ProjectId],
+    tree: &[(ProjectId, Vec<ProjectId>)],
+    load: &Load,
+) -> Result<bool, String> {
     if let Some(store) = &setup.store {
-        verify_store(store, setup.projections.take(), projects, &load.committed).await
+        let projections = setup.projections.take();
+        verify_store(store, projections, projects, tree, &load.committed).await
     } else if let Some(http) = &setup.http {
         http.verify_usage(projects, &load.committed, load.totals.max_position)
             .await

@@ -22,6 +22,7 @@ pub(crate) async fn verify_store(
     store: &Arc<dyn EventStore>,
     projections: Option<Arc<Projections>>,
     projects: &[ProjectId],
+    tree: &[(ProjectId, Vec<ProjectId>)],
     committed: &HashMap<ProjectId, u64>,
 ) -> Result<bool, String> {
     let mut ok = true;
@@ -43,6 +44,21 @@ pub(crate) async fn verify_store(
         if replayed != implied as i64 {
             eprintln!(
                 "verify: {project}: replayed in_use {replayed}, acknowledged commits {implied}"
+            );
+            ok = false;
+        }
+    }
+    // Each parent's stream holds its children's usage too (SPEC rule 11): equal to theirs.
+    let now = chrono::Utc::now();
+    for (parent, children) in tree {
+        let implied: u64 = children.iter().filter_map(|c| committed.get(c)).sum();
+        let recorded = replay
+            .states
+            .get(parent)
+            .map_or(0, |s| s.subtree_usage(&instances, now).in_use);
+        if recorded != implied as i64 {
+            eprintln!(
+                "verify: {parent}: subtree in_use {recorded}, acknowledged commits {implied}"
             );
             ok = false;
         }

@@ -33,6 +33,30 @@ pub(crate) fn fresh_projects(count: usize) -> Vec<ProjectId> {
         .collect()
 }
 
+/// The tree workload's parent limit of each boot resource: capped, so every boot is judged
+/// against it, and never reached by a run.
+pub(crate) const TREE_PARENT_LIMIT: i64 = 1 << 50;
+
+/// The tree workload's parents, one per `CHILDREN_PER_PARENT` children, named after the first
+/// child's run.
+pub(crate) fn tree_parents(children: &[ProjectId]) -> Vec<(ProjectId, Vec<ProjectId>)> {
+    children
+        .chunks(crate::args::CHILDREN_PER_PARENT)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let name = format!("{}-parent-{i}", chunk[0].as_str());
+            let parent = ProjectId::parse(&name[..name.len().min(128)]).expect("valid project id");
+            (parent, chunk.to_vec())
+        })
+        .collect()
+}
+
+pub(crate) fn tree_parent_limits() -> Limits {
+    boot_resources()
+        .map(|r| (r, Limit::new(TREE_PARENT_LIMIT).expect("valid")))
+        .collect()
+}
+
 /// Every project's limits: unlimited, but for the burst's instances.
 pub(crate) fn project_limits(args: &BenchArgs) -> Limits {
     BOOT.iter()

@@ -6,7 +6,8 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod values;
 
-use values::{parse_count, parse_pair, parse_user};
+pub use values::ProjectId;
+use values::{parse_count, parse_pair, parse_project, parse_user};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -54,7 +55,8 @@ pub enum Command {
     /// `--user alice` for a user inside it, whose own limits cap the reserve too.
     Reserve {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
-        project: String,
+        #[arg(value_parser = parse_project)]
+        project: ProjectId,
         /// RESOURCE=AMOUNT pairs, e.g. instances=1 cores=2.
         #[arg(required = true, value_parser = parse_pair)]
         deltas: Vec<(String, i64)>,
@@ -83,7 +85,8 @@ pub enum Command {
     /// Commit a held reservation.
     Commit {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
-        project: String,
+        #[arg(value_parser = parse_project)]
+        project: ProjectId,
         /// The reservation id (a UUID, as `reserve` printed it).
         id: String,
         /// Who asks, for the audit.
@@ -93,7 +96,8 @@ pub enum Command {
     /// Release a reservation (roll back a hold, or free committed usage).
     Release {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
-        project: String,
+        #[arg(value_parser = parse_project)]
+        project: ProjectId,
         /// The reservation id (a UUID, as `reserve` printed it).
         id: String,
         /// Who asks, for the audit.
@@ -103,7 +107,8 @@ pub enum Command {
     /// Show a reservation.
     Reservation {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
-        project: String,
+        #[arg(value_parser = parse_project)]
+        project: ProjectId,
         /// The reservation id (a UUID, as `reserve` printed it).
         id: String,
     },
@@ -114,7 +119,8 @@ pub enum Command {
     /// `quota correct acme instances=3 cores=6 --reason "hypervisor recount"`.
     Correct {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
-        project: String,
+        #[arg(value_parser = parse_project)]
+        project: ProjectId,
         /// RESOURCE=IN_USE pairs, each 0 or more.
         #[arg(required = true, value_parser = parse_pair)]
         counts: Vec<(String, i64)>,
@@ -128,7 +134,8 @@ pub enum Command {
     /// A project's usage, now or at a past time; with `--user`, a user's inside it.
     Usage {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
-        project: String,
+        #[arg(value_parser = parse_project)]
+        project: ProjectId,
         /// A user's usage inside the project: per resource its limit (its own, else the
         /// project's), in_use, reserved and headroom.
         #[arg(long, value_parser = parse_user)]
@@ -140,8 +147,12 @@ pub enum Command {
         #[arg(long)]
         min_position: Option<u64>,
     },
-    /// A project's audit trail.
+    /// A project's audit trail; with `--subtree`, its descendants' too.
     Audit(AuditArgs),
+    /// A project's parent in the tree of projects: `quota parent acme-dev` shows it and every
+    /// ancestor; `quota parent acme-dev acme` sets it (admin; a parent's limits cap its whole
+    /// subtree); `quota parent acme-dev --remove` makes the project a root again.
+    Parent(ParentArgs),
     /// The usage and audit views.
     #[command(subcommand)]
     Projections(ProjectionsCommand),
@@ -167,7 +178,8 @@ pub enum LimitsCommand {
     /// `--user`, a user's (user, project or default).
     Get {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
-        project: String,
+        #[arg(value_parser = parse_project)]
+        project: ProjectId,
         /// A user's limits inside the project instead of the project's.
         #[arg(long, value_parser = parse_user)]
         user: Option<String>,
@@ -176,7 +188,8 @@ pub enum LimitsCommand {
     /// limits with `--user`: `quota limits set acme instances=2 --user alice` (admin).
     Set {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
-        project: String,
+        #[arg(value_parser = parse_project)]
+        project: ProjectId,
         /// RESOURCE=LIMIT pairs; -1 is unlimited. Resources left out keep their limit.
         #[arg(required = true, value_parser = parse_pair)]
         limits: Vec<(String, i64)>,
@@ -191,7 +204,8 @@ pub enum LimitsCommand {
     /// own limits: no cap but the project's.
     Reset {
         /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
-        project: String,
+        #[arg(value_parser = parse_project)]
+        project: ProjectId,
         /// Remove the user's own limits instead of the project's.
         #[arg(long, value_parser = parse_user)]
         user: Option<String>,
@@ -202,7 +216,8 @@ pub enum LimitsCommand {
 #[command(group(clap::ArgGroup::new("whose").required(true).args(["project", "defaults"])))]
 pub struct AuditArgs {
     /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
-    pub project: Option<String>,
+    #[arg(value_parser = parse_project)]
+    pub project: Option<ProjectId>,
     /// The audit of the default limits instead of a project's.
     #[arg(long)]
     pub defaults: bool,
@@ -225,8 +240,30 @@ pub struct AuditArgs {
     /// corrections and limits).
     #[arg(long, value_parser = parse_user)]
     pub user: Option<String>,
+    /// The entries of the project and of all its descendants (its children, theirs, ...),
+    /// with a PROJECT column.
+    #[arg(long, conflicts_with = "defaults")]
+    pub subtree: bool,
     #[command(flatten)]
     pub pages: PageArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ParentArgs {
+    /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
+    #[arg(value_parser = parse_project)]
+    pub project: ProjectId,
+    /// Its new parent (the project id grammar); leave out to show the current one. A tree is
+    /// at most 4 levels deep, and a project cannot be its own ancestor.
+    #[arg(value_parser = parse_project, conflicts_with = "remove")]
+    pub parent: Option<ProjectId>,
+    /// With PARENT: attach it even where the new ancestors' limits are below their subtree's
+    /// usage (reserves under them are then refused until usage falls).
+    #[arg(long, requires = "parent")]
+    pub force: bool,
+    /// Detach the project from its parent: it becomes a root, capped by its own limits only.
+    #[arg(long)]
+    pub remove: bool,
 }
 
 /// Paging, as the audit and the reservation list take it.
@@ -247,7 +284,8 @@ pub struct PageArgs {
 #[derive(Debug, clap::Args)]
 pub struct ReservationsArgs {
     /// The project id (1-128 characters of A-Z a-z 0-9 . _ : -).
-    pub project: String,
+    #[arg(value_parser = parse_project)]
+    pub project: ProjectId,
     /// Only reservations with this status.
     #[arg(long, value_parser = ["held", "committed", "released"])]
     pub status: Option<String>,
@@ -382,154 +420,4 @@ fn unused_client_option(matches: &ArgMatches) -> Option<(String, &'static str)> 
 }
 
 #[cfg(test)]
-mod tests {
-    use clap::CommandFactory;
-
-    use super::Cli;
-
-    /// Whether a help text has a line for `option` (not merely a longer option that starts
-    /// with it, as `--tokens` does with `--token`).
-    fn lists(help: &str, option: &str) -> bool {
-        help.lines().any(|line| {
-            line.trim_start()
-                .strip_prefix(option)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
-        })
-    }
-
-    fn help_of(path: &[&str]) -> String {
-        let mut command = super::command();
-        command.build();
-        let mut at = &mut command;
-        for name in path {
-            at = at.find_subcommand_mut(name).expect("a subcommand");
-        }
-        at.render_long_help().to_string()
-    }
-
-    /// Only the commands that talk to a server list `--url`, `--token` and `--json` (issue 17,
-    /// item 9); `bench` names one URL option, `--target`.
-    #[test]
-    fn client_options_show_only_where_they_apply() {
-        for (path, hidden) in [
-            (&["serve"][..], &["--url", "--token", "--json"][..]),
-            (&["bench"], &["--url", "--json"]),
-            (&["projections", "rebuild"], &["--url", "--token", "--json"]),
-        ] {
-            let help = help_of(path);
-            for option in hidden {
-                assert!(
-                    !lists(&help, option),
-                    "quota {path:?} lists {option}:\n{help}"
-                );
-            }
-        }
-        assert!(lists(&help_of(&["bench"]), "--target"));
-        assert!(lists(&help_of(&["projections", "verify"]), "--json"));
-        for path in [
-            &["usage"][..],
-            &["defaults", "get"],
-            &["projections", "status"],
-        ] {
-            let help = help_of(path);
-            for option in ["--url", "--token", "--json"] {
-                assert!(
-                    lists(&help, option),
-                    "quota {path:?} lacks {option}:\n{help}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn a_client_option_on_a_serverless_command_is_refused() {
-        let refused = |args: &[&str]| {
-            let matches = super::command().try_get_matches_from(args).expect("parses");
-            super::unused_client_option(&matches)
-        };
-        assert_eq!(
-            refused(&["quota", "serve", "--url", "http://x"]),
-            Some(("serve".into(), "url"))
-        );
-        assert_eq!(
-            refused(&["quota", "--json", "bench", "--workload", "hot"]),
-            Some(("bench".into(), "json"))
-        );
-        assert_eq!(
-            refused(&["quota", "projections", "rebuild", "--token", "t"]),
-            Some(("projections rebuild".into(), "token"))
-        );
-        assert_eq!(refused(&["quota", "projections", "verify", "--json"]), None);
-        assert_eq!(refused(&["quota", "--json", "usage", "acme"]), None);
-        assert_eq!(refused(&["quota", "serve"]), None);
-    }
-
-    /// Every `--user` is checked before anything is sent (reserve, correct, limits, usage,
-    /// audit, reservations).
-    #[test]
-    fn every_user_option_is_checked() {
-        for args in [
-            &["quota", "reserve", "acme", "instances=1", "--user", "a b"][..],
-            &[
-                "quota",
-                "correct",
-                "acme",
-                "instances=1",
-                "--reason",
-                "r",
-                "--user",
-                "a b",
-            ],
-            &["quota", "limits", "get", "acme", "--user", "a b"],
-            &[
-                "quota",
-                "limits",
-                "set",
-                "acme",
-                "instances=1",
-                "--user",
-                "a b",
-            ],
-            &["quota", "limits", "reset", "acme", "--user", "a b"],
-            &["quota", "usage", "acme", "--user", "a b"],
-            &["quota", "audit", "acme", "--user", "a b"],
-            &["quota", "reservations", "acme", "--user", "a b"],
-        ] {
-            let error = super::command()
-                .try_get_matches_from(args)
-                .expect_err("refused");
-            let text = error.to_string();
-            assert!(
-                text.contains("--user") && text.contains("invalid user id: contains ' '"),
-                "{args:?}: {text}"
-            );
-        }
-        let parsed = super::command()
-            .try_get_matches_from(["quota", "usage", "acme", "--user", "alice"])
-            .expect("a good user id parses");
-        assert!(parsed.subcommand_matches("usage").is_some());
-    }
-
-    /// Every command, argument and option says what it is (issue 17): walks the whole tree.
-    #[test]
-    fn every_argument_and_option_has_help() {
-        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
-            for arg in command.get_arguments() {
-                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
-                if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
-                    missing.push(format!("{path} {}", arg.get_id()));
-                }
-            }
-            for sub in command.get_subcommands() {
-                let path = format!("{path} {}", sub.get_name());
-                if sub.get_about().is_none() && sub.get_name() != "help" {
-                    missing.push(path.clone());
-                }
-                walk(sub, &path, missing);
-            }
-        }
-        let mut missing = Vec::new();
-        walk(&Cli::command(), "quota", &mut missing);
-        assert!(missing.is_empty(), "no help text: {missing:#?}");
-    }
-}
+mod tests;

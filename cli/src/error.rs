@@ -32,12 +32,24 @@ fn hint(problem: &Problem) -> Option<&'static str> {
             "a resource exists once it has a default limit: quota defaults set NAME=LIMIT \
              (-1 for unlimited)",
         ),
+        (_, "over-quota") if over_an_ancestors_limits(problem) => Some(
+            "ancestor_overs are over an ancestor's limits, which cap its whole subtree: quota \
+             usage ANCESTOR shows each child's share, quota limits set ANCESTOR NAME=LIMIT \
+             changes them",
+        ),
         (_, "over-quota") if over_a_users_limits(problem) => Some(
             "user_overs are over the user's own limits: quota usage PROJECT --user USER shows \
              them, quota limits set PROJECT NAME=LIMIT --user USER changes them",
         ),
         _ => None,
     }
+}
+
+/// Whether an over-quota problem names an ancestor whose limits the reserve would go over.
+fn over_an_ancestors_limits(problem: &Problem) -> bool {
+    problem
+        .over_quota()
+        .is_some_and(|over| over.ancestor_overs.values().any(|r| !r.is_empty()))
 }
 
 /// Whether an over-quota problem names resources over the user's own limits (`user_overs`).

@@ -29,7 +29,7 @@ pub async fn defaults(
 pub async fn limits(client: &Client, out: Output, command: LimitsCommand) -> Result<(), CliError> {
     match command {
         LimitsCommand::Get { project, user } => {
-            let answer = read(client, &project, user.as_deref()).await?;
+            let answer = read(client, project.as_str(), user.as_deref()).await?;
             out.print(&answer, project_limits_table);
         }
         LimitsCommand::Set {
@@ -42,22 +42,24 @@ pub async fn limits(client: &Client, out: Output, command: LimitsCommand) -> Res
                 limits: limits.into_iter().collect(),
                 force,
             };
+            let project = project.as_str();
             let answer = match &user {
-                Some(user) => client.set_user_limits(&project, user, &body).await?,
-                None => client.set_limits(&project, &body).await?,
+                Some(user) => client.set_user_limits(project, user, &body).await?,
+                None => client.set_limits(project, &body).await?,
             };
             out.print(&answer, |body| limits_table(&body.limits));
         }
         LimitsCommand::Reset { project, user } => {
+            let project = project.as_str();
             match &user {
-                Some(user) => client.reset_user_limits(&project, user).await?,
-                None => client.reset_limits(&project).await?,
+                Some(user) => client.reset_user_limits(project, user).await?,
+                None => client.reset_limits(project).await?,
             }
             if out.json {
                 // The reset answers 204 with no body; a script gets the limits now in effect,
                 // as `--json limits get` prints them (every source is then `default`, or for a
                 // user `project` or `default`).
-                println!("{}", read(client, &project, user.as_deref()).await?.json);
+                println!("{}", read(client, project, user.as_deref()).await?.json);
             } else if let Some(user) = user {
                 println!("{user} has no limits of its own in {project}: no cap but the project's");
             } else {

@@ -4,6 +4,7 @@
 //! command line: parsing, dispatch and printing; the work lives in those crates, and nothing
 //! depends on this one.
 //!
+//! Project and user ids are checked as they are parsed, so a bad one is never sent.
 //! Clients read `QUOTA_URL` (default http://127.0.0.1:8080) and `QUOTA_TOKEN`; they print tables
 //! by default and the server's JSON with `--json`; a failure prints the problem and exits 1.
 
@@ -16,6 +17,7 @@ mod progress;
 mod projections;
 mod reservations;
 mod table;
+mod tree;
 mod views;
 
 use std::process::ExitCode;
@@ -102,19 +104,21 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
                 user,
             };
             if dry_run {
-                reservations::dry_run(&client()?, out, &project, &body).await
+                reservations::dry_run(&client()?, out, project.as_str(), &body).await
             } else {
-                reservations::reserve(&client()?, out, &project, &body).await
+                reservations::reserve(&client()?, out, project.as_str(), &body).await
             }
         }
         Command::Commit { project, id, actor } => {
-            reservations::transition(&client()?, out, Step::Commit, &project, &id, actor).await
+            let project = project.as_str();
+            reservations::transition(&client()?, out, Step::Commit, project, &id, actor).await
         }
         Command::Release { project, id, actor } => {
-            reservations::transition(&client()?, out, Step::Release, &project, &id, actor).await
+            let project = project.as_str();
+            reservations::transition(&client()?, out, Step::Release, project, &id, actor).await
         }
         Command::Reservation { project, id } => {
-            reservations::show(&client()?, out, &project, &id).await
+            reservations::show(&client()?, out, project.as_str(), &id).await
         }
         Command::Correct {
             project,
@@ -127,7 +131,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
                 reason,
                 user,
             };
-            views::correct(&client()?, out, &project, &body).await
+            views::correct(&client()?, out, project.as_str(), &body).await
         }
         Command::Reservations(args) => reservations::list(&client()?, out, args).await,
         Command::Usage {
@@ -137,9 +141,10 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
             min_position,
         } => {
             let query = UsageQuery { at, min_position };
-            views::usage(&client()?, out, &project, user.as_deref(), &query).await
+            views::usage(&client()?, out, project.as_str(), user.as_deref(), &query).await
         }
         Command::Audit(args) => views::audit(&client()?, out, args).await,
+        Command::Parent(args) => tree::parent(&client()?, out, args).await,
         Command::Projections(ProjectionsCommand::Status) => {
             projections::status(&client()?, out).await
         }

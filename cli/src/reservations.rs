@@ -45,7 +45,7 @@ fn dry_run_text(answer: &DryRun, user: Option<&str>) -> String {
             let most = most.map(|n| format!(" (at most count {n} would fit)"));
             format!(
                 "would be denied: {}{}",
-                overs_text(&answer.overs, answer.user_overs.as_deref(), user),
+                overs_text(answer, user),
                 most.unwrap_or_default()
             )
         }
@@ -64,18 +64,25 @@ fn dry_run_text(answer: &DryRun, user: Option<&str>) -> String {
     text
 }
 
-/// `over quota for instances`, `over user alice's quota for cores`, or both.
-fn overs_text(overs: &[String], user_overs: Option<&[String]>, user: Option<&str>) -> String {
+/// `over quota for instances`, `over user alice's quota for cores`, `over acme's quota for
+/// ram` (an ancestor's), or several of them.
+fn overs_text(answer: &DryRun, user: Option<&str>) -> String {
     let mut parts = Vec::new();
-    if !overs.is_empty() {
-        parts.push(format!("over quota for {}", overs.join(", ")));
+    if !answer.overs.is_empty() {
+        parts.push(format!("over quota for {}", answer.overs.join(", ")));
     }
-    if let Some(user_overs) = user_overs.filter(|o| !o.is_empty()) {
+    let user_overs = answer.user_overs.as_deref().unwrap_or_default();
+    if !user_overs.is_empty() {
         let whose = user.map_or("the user's".to_owned(), |u| format!("user {u}'s"));
         parts.push(format!("over {whose} quota for {}", user_overs.join(", ")));
     }
+    for (ancestor, overs) in answer.ancestor_overs.iter().flatten() {
+        if !overs.is_empty() {
+            parts.push(format!("over {ancestor}'s quota for {}", overs.join(", ")));
+        }
+    }
     if parts.is_empty() {
-        // Denied over nothing named here (an ancestor's limit, say): the server's fields say.
+        // Denied over nothing named here: the server's fields say.
         return "over quota".to_owned();
     }
     parts.join(", and ")

@@ -1,5 +1,5 @@
 //! `quota usage`, `quota audit` and `quota correct`: usage and its history, over HTTP, a
-//! project's or (`--user`) a user's inside it.
+//! project's or (`--user`) a user's inside it. A parent's usage shows its subtree too.
 
 use client::wire::{AuditEntry, AuditPage, AuditQuery, Correct, Usage, UsageQuery};
 use client::{AuditOf, Client};
@@ -7,7 +7,7 @@ use client::{AuditOf, Client};
 use crate::args::AuditArgs;
 use crate::output::{limit_text, or_dash, pairs_text, Output};
 use crate::pages::{every_page, print_all};
-use crate::{table, CliError};
+use crate::{table, tree, CliError};
 
 /// `quota usage PROJECT [--user U]`: the project's usage, or a user's inside it.
 pub async fn usage(
@@ -34,17 +34,18 @@ pub async fn audit(client: &Client, out: Output, args: AuditArgs) -> Result<(), 
         reservation: args.reservation,
         actor: args.actor,
         user: args.user,
+        subtree: args.subtree,
         cursor: args.pages.cursor,
         limit: args.pages.limit,
     };
     let of = match &args.project {
-        Some(project) if !args.defaults => AuditOf::Project(project),
+        Some(project) if !args.defaults => AuditOf::Project(project.as_str()),
         _ => AuditOf::Defaults,
     };
     if !args.pages.all {
         let answer = client.audit(of, &query).await?;
         out.print(&answer, |page| {
-            audit_table(&page.entries, page.next.as_deref())
+            audit_table(&page.entries, query.subtree, page.next.as_deref())
         });
         return Ok(());
     }
@@ -66,7 +67,7 @@ pub async fn audit(client: &Client, out: Output, args: AuditArgs) -> Result<(), 
         pages,
         "entries",
         |page| page.entries,
-        |entries| audit_table(entries, None),
+        |entries| audit_table(entries, query.subtree, None),
     );
     Ok(())
 }
@@ -109,25 +110,40 @@ pub async fn correct(
     Ok(())
 }
 
-/// `at` is the `--at` asked for, which an empty answer's hint names.
+/// `at` is the `--at` asked for, which an empty answer's hint names. A project with children
+/// has SUBTREE_ columns (itself and all its descendants, which its limits cap) and a table of
+/// its children's subtrees.
 fn usage_table(answer: &Usage, at: Option<&str>) -> String {
+    let subtree = answer.subtree.as_ref();
     let rows: Vec<Vec<String>> = answer
         .resources
         .iter()
         .map(|(resource, usage)| {
-            vec![
+            let mut row = vec![
                 resource.clone(),
                 limit_text(usage.limit),
                 usage.in_use.to_string(),
                 usage.reserved.to_string(),
-                or_dash(usage.headroom),
-            ]
+            ];
+            if let Some(subtree) = subtree {
+                let total = subtree.get(resource);
+                row.push(or_dash(total.map(|t| t.in_use)));
+                row.push(or_dash(total.map(|t| t.reserved)));
+            }
+            row.push(or_dash(usage.headroom));
+            row
         })
         .collect();
-    let table = table::render(
-        &["RESOURCE", "LIMIT", "IN_USE", "RESERVED", "HEADROOM"],
-        &rows,
-    );
+    let mut headers = vec!["RESOURCE", "LIMIT", "IN_USE", "RESERVED"];
+    if subtree.is_some() {
+        headers.extend(["SUBTREE_IN_USE", "SUBTREE_RESERVED"]);
+    }
+    headers.push("HEADROOM");
+    let mut table = table::render(&headers, &rows);
+    if let Some(children) = answer.children.as_ref().filter(|c| !c.is_empty()) {
+        table.push_str("\n\n");
+        table.push_str(&tree::children_table(children));
+    }
     let hint = match (rows.is_empty(), at) {
         (false, _) => String::new(),
         (true, Some(at)) => format!("\n(no usage at {at}: no resource existed yet)"),
@@ -137,22 +153,29 @@ fn usage_table(answer: &Usage, at: Option<&str>) -> String {
     let whose = answer.user.as_ref().map_or(String::new(), |user| {
         format!("user {user} of {}, ", answer.project)
     });
-    format!("{table}{hint}\n({whose}as of position {})", answer.position)
+    let tree = if subtree.is_some() {
+        "headroom is the limit minus the subtree's in_use and reserved; "
+    } else {
+        ""
+    };
+    format!(
+        "{table}{hint}\n({whose}{tree}as of position {})",
+        answer.position
+    )
 }
 
 /// The entries as a table; `next` is the cursor of the page after them, if there is one. A
-/// USER column only when some entry is about a user.
-fn audit_table(entries: &[AuditEntry], next: Option<&str>) -> String {
+/// USER column only when some entry is about a user; a PROJECT column in a subtree's audit.
+fn audit_table(entries: &[AuditEntry], subtree: bool, next: Option<&str>) -> String {
     let users = entries.iter().any(|entry| entry.user.is_some());
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|entry| {
-            let mut row = vec![
-                entry.position.to_string(),
-                entry.at.clone(),
-                entry.event_type.clone(),
-                or_dash(entry.reservation_id),
-            ];
+            let mut row = vec![entry.position.to_string(), entry.at.clone()];
+            if subtree {
+                row.push(or_dash(entry.project.as_ref()));
+            }
+            row.extend([entry.event_type.clone(), or_dash(entry.reservation_id)]);
             if users {
                 row.push(or_dash(entry.user.as_ref()));
             }
@@ -164,7 +187,11 @@ fn audit_table(entries: &[AuditEntry], next: Option<&str>) -> String {
             row
         })
         .collect();
-    let mut headers = vec!["POSITION", "AT", "TYPE", "RESERVATION"];
+    let mut headers = vec!["POSITION", "AT"];
+    if subtree {
+        headers.push("PROJECT");
+    }
+    headers.extend(["TYPE", "RESERVATION"]);
     if users {
         headers.push("USER");
     }

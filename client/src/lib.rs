@@ -18,8 +18,9 @@ use serde_json::Value;
 pub use problem::{ClientError, Problem};
 use wire::{
     AuditPage, AuditQuery, Correct, Corrections, DefaultLimits, DryRun, DryRunQuery,
-    EffectiveLimits, ProjectLimits, ProjectionStatus, Reservation, ReservationList,
-    ReservationListQuery, Reserve, SetDefaults, SetLimits, Step, TransitionBody, Usage, UsageQuery,
+    EffectiveLimits, ParentOf, ProjectLimits, ProjectList, ProjectListQuery, ProjectionStatus,
+    Reservation, ReservationList, ReservationListQuery, Reserve, SetDefaults, SetLimits, SetParent,
+    Step, TransitionBody, Usage, UsageQuery,
 };
 
 /// How long one request may take, answer included.
@@ -158,6 +159,38 @@ impl Client {
     ) -> Result<Answer<Usage>, ClientError> {
         let path = user_path(project, user, "usage");
         self.call(Method::GET, &path, query, None::<&()>).await
+    }
+
+    /// A project's parent and all its ancestors (none for a root project).
+    pub async fn parent(&self, project: &str) -> Result<Answer<ParentOf>, ClientError> {
+        let path = parent_path(project);
+        self.call(Method::GET, &path, &(), None::<&()>).await
+    }
+
+    /// Sets or changes a project's parent (an admin token); answers its new ancestors.
+    pub async fn set_parent(
+        &self,
+        project: &str,
+        body: &SetParent,
+    ) -> Result<Answer<ParentOf>, ClientError> {
+        let path = parent_path(project);
+        self.call(Method::PUT, &path, &(), Some(body)).await
+    }
+
+    /// Detaches a project from its parent: it becomes a root (an admin token).
+    pub async fn remove_parent(&self, project: &str) -> Result<(), ClientError> {
+        let path = parent_path(project);
+        self.send(Method::DELETE, &path, &(), None::<&()>).await?;
+        Ok(())
+    }
+
+    /// One page of the projects, in id order (`query.parent`: only that project's children).
+    pub async fn projects(
+        &self,
+        query: &ProjectListQuery,
+    ) -> Result<Answer<ProjectList>, ClientError> {
+        self.call(Method::GET, "/v1/projects", query, None::<&()>)
+            .await
     }
 
     pub async fn reserve(
@@ -310,6 +343,10 @@ impl Client {
 
 fn limits_path(project: &str) -> String {
     format!("/v1/projects/{}/limits", segment(project))
+}
+
+fn parent_path(project: &str) -> String {
+    format!("/v1/projects/{}/parent", segment(project))
 }
 
 /// `/v1/projects/{project}/users/{user}/{what}`.

@@ -1,6 +1,9 @@
 //! Problem answers (RFC 9457) as a typed error, and the error of every client call.
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
+
+use crate::wire::OverQuota;
 
 /// A problem answer of the server.
 #[derive(Debug, Clone)]
@@ -43,6 +46,15 @@ impl Problem {
             extensions,
             document: Value::Object(members),
         }
+    }
+
+    /// An `over-quota` problem's members: what is over, the project's, the user's or an
+    /// ancestor's (`ancestor_overs`). `None` for any other problem.
+    pub fn over_quota(&self) -> Option<OverQuota> {
+        if self.code != "over-quota" {
+            return None;
+        }
+        OverQuota::deserialize(&self.document).ok()
     }
 }
 
@@ -152,6 +164,34 @@ mod tests {
             "over-quota (403): over the user's quota for instances\n  overs: []\n  \
              user_overs: [\"instances\"]"
         );
+    }
+
+    #[test]
+    fn an_over_quota_problem_names_the_ancestors_over() {
+        let text = r#"{"type":"https://quota-ledger.dev/problems/over-quota","title":"Over quota",
+            "status":403,"detail":"over acme's quota for instances","overs":[],
+            "ancestor_overs":{"acme":["instances"]}}"#;
+        let ClientError::Problem(problem) =
+            ClientError::from_answer(reqwest::StatusCode::FORBIDDEN, text)
+        else {
+            panic!("a problem");
+        };
+        let over = problem.over_quota().expect("an over-quota problem");
+        assert!(over.overs.is_empty() && over.user_overs.is_none());
+        assert_eq!(over.ancestor_overs["acme"], ["instances"]);
+        let text = problem.to_string();
+        assert!(
+            text.starts_with("over-quota (403): over acme's quota for instances\n")
+                && text.contains("\n  ancestor_overs: {\"acme\":[\"instances\"]}"),
+            "{text}"
+        );
+        let other = r#"{"type":"https://quota-ledger.dev/problems/not-found","status":404}"#;
+        let ClientError::Problem(other) =
+            ClientError::from_answer(reqwest::StatusCode::NOT_FOUND, other)
+        else {
+            panic!("a problem");
+        };
+        assert!(other.over_quota().is_none());
     }
 
     #[test]

@@ -9,6 +9,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+mod tree;
+
+pub use tree::{
+    OverQuota, ParentOf, ProjectEntry, ProjectList, ProjectListQuery, SetParent, Standing,
+};
+
 /// `{resource: amount}`, for limits (-1 is unlimited) and for deltas.
 pub type Amounts = BTreeMap<String, i64>;
 
@@ -110,6 +116,10 @@ pub struct DryRun {
     /// A reserve for a user: the user's headroom (absent for unlimited resources).
     #[serde(default)]
     pub user_headroom: Option<BTreeMap<String, i64>>,
+    /// A project with ancestors: those whose limits it would go over, with the resources
+    /// (`{ancestor: [resources]}`).
+    #[serde(default)]
+    pub ancestor_overs: Option<BTreeMap<String, Vec<String>>>,
 }
 
 /// A resource's committed and held amounts.
@@ -175,6 +185,10 @@ pub struct AuditQuery {
     /// Only the entries about this user inside the project.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// The entries of the project and of all its descendants (`subtree=true`; left out when
+    /// false, as a server without the hierarchy knows no such parameter).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub subtree: bool,
     /// A previous page's `next`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
@@ -277,6 +291,13 @@ pub struct Usage {
     #[serde(default)]
     pub user: Option<String>,
     pub resources: BTreeMap<String, ResourceUsage>,
+    /// A project with children: the in_use and reserved of it and all its descendants, which
+    /// its limits cap (its `headroom` is the limit minus these).
+    #[serde(default)]
+    pub subtree: Option<Standing>,
+    /// A project with children: each child's subtree usage, by child.
+    #[serde(default)]
+    pub children: Option<BTreeMap<String, Standing>>,
     pub position: u64,
 }
 
@@ -286,7 +307,8 @@ pub struct ResourceUsage {
     pub limit: i64,
     pub in_use: i64,
     pub reserved: i64,
-    /// `limit - in_use - reserved`; absent when unlimited.
+    /// `limit - in_use - reserved` (of the subtree, for a project with children); absent when
+    /// unlimited.
     #[serde(default)]
     pub headroom: Option<i64>,
 }
@@ -304,6 +326,9 @@ pub struct AuditPage {
 #[derive(Debug, Clone, Deserialize)]
 pub struct AuditEntry {
     pub position: u64,
+    /// The project the event is about: in a subtree's audit, the project or a descendant.
+    #[serde(default)]
+    pub project: Option<String>,
     pub at: String,
     #[serde(rename = "type")]
     pub event_type: String,

@@ -1,7 +1,19 @@
 //! The audit view: its rows (written as batches are applied) and its queries: one project's
 //! events, filtered, in position order, a page at a time with an opaque keyset cursor.
+//!
+//! A subtree's audit (`subtree`, SPEC rule 11) is the entries of the project and of all its
+//! descendants, merged in position order. The descendants are read from the audit view's own
+//! parent links (`tree`), in the same snapshot as the entries, at most `MAX_ANCESTORS` levels
+//! below the project, so the whole answer is of one position of the views and asks nothing of
+//! the ledger. Each project's next page is read through its own index range and the pages
+//! merged, so a page costs (projects × page size) rows at most, however long the histories.
+//! Each page looks the descendants up again: a project that joins or leaves between two pages
+//! is in the later pages or not, and the cursor (a position) stays valid either way.
 
-use domain::{Deltas, ReservationId};
+use std::collections::BTreeMap;
+
+use domain::{Deltas, ProjectId, ReservationId, ResourceName, Timestamp, UserId};
+use ledger::Position;
 use sqlx::QueryBuilder;
 
 use crate::checkpoint::AUDIT;
@@ -9,9 +21,76 @@ use crate::fold::{parse_deltas, parse_limits, parse_usage_after, AuditRow};
 use crate::limits::ROWS_PER_STATEMENT;
 use crate::paging::{self, PageAsked};
 use crate::tables::{on_tx, Tx};
-use crate::{
-    AuditEntry, AuditPage, AuditQuery, Inner, ProjectionError, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE,
-};
+use crate::{Inner, ProjectionError, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuditQuery {
+    pub since: Option<Timestamp>,
+    pub until: Option<Timestamp>,
+    pub event_type: Option<String>,
+    pub reservation: Option<ReservationId>,
+    pub actor: Option<String>,
+    /// Only events appended by this principal.
+    pub principal: Option<String>,
+    /// Only events about this user inside the project.
+    pub user: Option<UserId>,
+    /// The entries of the project's descendants too (a project's audit only).
+    pub subtree: bool,
+    /// Page size, 1 to MAX_AUDIT_PAGE (DEFAULT_AUDIT_PAGE when None).
+    pub limit: Option<usize>,
+    /// Opaque cursor from a previous page's `next`.
+    pub cursor: Option<String>,
+}
+
+/// Usage of one resource right after an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UsageAfter {
+    pub in_use: i64,
+    pub reserved: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditEntry {
+    pub position: Position,
+    /// The stream the event is in: a project id, or `$defaults`.
+    pub project: String,
+    pub version: u64,
+    pub at: Timestamp,
+    pub event_type: String,
+    pub reservation_id: Option<ReservationId>,
+    pub deltas: Option<Deltas>,
+    pub actor: Option<String>,
+    pub request_id: Option<String>,
+    /// Who was authenticated when the event was appended; `None` for events stored before
+    /// principals were recorded.
+    pub principal: Option<String>,
+    /// For releases: rolled_back, expired or freed; for corrections: the operator's reason.
+    pub reason: Option<String>,
+    /// The usage the event left behind (for denials: the usage it was judged on).
+    pub usage_after: BTreeMap<ResourceName, UsageAfter>,
+    /// Limits events: the effective limits of the resources the event names, just before and
+    /// just after it (a resource without any limit is absent). `None` for other events.
+    pub before: Option<BTreeMap<ResourceName, i64>>,
+    pub after: Option<BTreeMap<ResourceName, i64>>,
+    /// `LimitsSet` and `ParentSet`: whether `force` allowed going below usage. `None` for other
+    /// events.
+    pub force: Option<bool>,
+    /// A counted reserve's request: the count granted.
+    pub count: Option<u32>,
+    /// The user inside the project the event is about (a reserve's, a correction's, a user's
+    /// limits).
+    pub user: Option<UserId>,
+    /// `ParentSet`: the new parent (`None`: the parent was removed).
+    pub parent: Option<ProjectId>,
+    /// An ancestor's `Descendant*` entry: the descendant it is about.
+    pub descendant: Option<ProjectId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditPage {
+    pub entries: Vec<AuditEntry>,
+    pub next: Option<String>,
+}
 
 /// A query as the SQL sees it.
 pub(crate) struct Filter {
@@ -31,7 +110,7 @@ const CURSOR_PREFIX: &str = "a1:";
 
 /// Parameters an audit row binds, and rows per insert: half the usual rows keep a statement as
 /// far below the backends' parameter limits (see [`ROWS_PER_STATEMENT`]).
-const AUDIT_PARAMETERS_PER_ROW: usize = 19;
+const AUDIT_PARAMETERS_PER_ROW: usize = 21;
 const AUDIT_ROWS_PER_STATEMENT: usize = ROWS_PER_STATEMENT / 2;
 const _: () = assert!(AUDIT_ROWS_PER_STATEMENT * AUDIT_PARAMETERS_PER_ROW <= 32_766);
 
@@ -72,6 +151,14 @@ impl Inner {
         let mut tx = self.db.begin_read().await?;
         let head = tx.head(AUDIT).await?;
         let mut records = tx.audit_page(head.generation, owner, &filter).await?;
+        if query.subtree {
+            for descendant in tx.descendants(head.generation, owner).await? {
+                records.extend(tx.audit_page(head.generation, &descendant, &filter).await?);
+            }
+            // Each project's first `page + 1` after the cursor hold the subtree's.
+            records.sort_unstable_by_key(|r| r.position);
+            records.truncate(page + 1);
+        }
         tx.rollback().await?;
         let more = records.len() > page;
         records.truncate(page);
@@ -92,6 +179,7 @@ impl Inner {
 fn entry(record: AuditRecord) -> AuditEntry {
     AuditEntry {
         position: crate::db::to_u64(record.position),
+        project: record.project,
         version: crate::db::to_u64(record.version),
         at: chrono::DateTime::from_timestamp_millis(record.at_ms).unwrap_or_default(),
         event_type: record.event_type,
@@ -114,6 +202,8 @@ fn entry(record: AuditRecord) -> AuditEntry {
         force: record.forced.map(|forced| forced != 0),
         count: record.granted_count.and_then(|n| u32::try_from(n).ok()),
         user: record.user_id.and_then(|u| domain::UserId::parse(&u).ok()),
+        parent: record.parent.and_then(|p| ProjectId::parse(&p).ok()),
+        descendant: record.descendant.and_then(|p| ProjectId::parse(&p).ok()),
     }
 }
 
@@ -141,7 +231,8 @@ impl Tx {
                 let mut q = QueryBuilder::<DB>::new(format!(
                     "{insert} audit_entries (generation, position, project, version, at_ms, event_type, \
                      reservation_id, deltas, actor, request_id, reason, usage_after, principal, \
-                     before_values, after_values, forced, expires_at_ms, granted_count, user_id) ",
+                     before_values, after_values, forced, expires_at_ms, granted_count, user_id, \
+                     parent, descendant) ",
                 ));
                 q.push_values(chunk, |mut b, row| {
                     b.push_bind(generation)
@@ -162,12 +253,14 @@ impl Tx {
                         .push_bind(row.change.forced.map(i64::from))
                         .push_bind(row.expires_at_ms)
                         .push_bind(row.granted_count)
-                        .push_bind(row.user.as_deref());
+                        .push_bind(row.user.as_deref())
+                        .push_bind(row.parent.as_deref())
+                        .push_bind(row.descendant.as_deref());
                 });
                 q.build().execute(&mut *c).await?;
             });
         }
-        Ok(())
+        self.keep_parent_links(generation, rows).await
     }
 
     pub(crate) async fn audit_page(
@@ -184,9 +277,9 @@ impl Tx {
         };
         Ok(on_tx!(self, |c, DB| {
             let mut q = QueryBuilder::<DB>::new(format!(
-                "SELECT position, version, at_ms, event_type, reservation_id, deltas, actor, request_id, reason, \
-                 usage_after, principal, before_values, after_values, forced, granted_count, user_id \
-                 FROM audit_entries{index} WHERE generation = ",
+                "SELECT position, project, version, at_ms, event_type, reservation_id, deltas, actor, \
+                 request_id, reason, usage_after, principal, before_values, after_values, forced, \
+                 granted_count, user_id, parent, descendant FROM audit_entries{index} WHERE generation = ",
             ));
             q.push_bind(generation)
                 .push(" AND project = ")
@@ -223,6 +316,7 @@ impl Tx {
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct AuditRecord {
     pub position: i64,
+    pub project: String,
     pub version: i64,
     pub at_ms: i64,
     pub event_type: String,
@@ -241,4 +335,8 @@ pub(crate) struct AuditRecord {
     /// A counted reserve's request only.
     pub granted_count: Option<i64>,
     pub user_id: Option<String>,
+    /// `ParentSet` only: the new parent.
+    pub parent: Option<String>,
+    /// `Descendant*` only: the descendant.
+    pub descendant: Option<String>,
 }

@@ -19,8 +19,10 @@ pub(crate) const AUDIT: &str = "audit";
 pub(crate) const USAGE_CODE_VERSION: i64 = 1;
 /// Audit 2: entries carry the principal, and limits entries what they changed. Audit 3:
 /// request entries carry the reservation's expiry (the reservation list reads it), and
-/// corrections their in_use before and after.
-pub(crate) const AUDIT_CODE_VERSION: i64 = 4;
+/// corrections their in_use before and after. Audit 4: entries carry their user. Audit 5: the
+/// hierarchy's entries carry their parent or descendant (and deltas, reservation id), and the
+/// view keeps each project's parent link (`project_parents`).
+pub(crate) const AUDIT_CODE_VERSION: i64 = 5;
 
 pub(crate) fn code_version(name: &str) -> i64 {
     if name == AUDIT {

@@ -39,6 +39,7 @@ mod projects;
 mod rebuild;
 mod reservations;
 mod tables;
+mod tree;
 mod usage;
 mod verify;
 
@@ -49,7 +50,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-pub use audit::{decode_cursor, encode_cursor};
+pub use audit::{decode_cursor, encode_cursor, AuditEntry, AuditPage, AuditQuery, UsageAfter};
 pub use db::sqlite_views_path;
 use domain::{
     Deltas, Limit, ProjectId, ReservationId, ReservationStatus, ResourceName, Timestamp, UserId,
@@ -61,6 +62,7 @@ pub use limits::{
     DEFAULT_AUDIT_PAGE, DEFAULT_PROJECT_PAGE, DEFAULT_RESERVATION_PAGE, MAX_AUDIT_PAGE,
     MAX_PROJECT_PAGE, MAX_RESERVATION_PAGE,
 };
+pub use tree::SubtreeUsage;
 
 /// The views this crate maintains, by name (as in `/v1/admin/projections/{name}/rebuild`).
 pub const PROJECTION_NAMES: [&str; 2] = ["usage", "audit"];
@@ -116,66 +118,9 @@ pub struct UsageReport {
     pub resources: BTreeMap<ResourceName, ResourceUsage>,
     /// The global position the report reflects.
     pub position: Position,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AuditQuery {
-    pub since: Option<Timestamp>,
-    pub until: Option<Timestamp>,
-    pub event_type: Option<String>,
-    pub reservation: Option<ReservationId>,
-    pub actor: Option<String>,
-    /// Only events appended by this principal.
-    pub principal: Option<String>,
-    /// Only events about this user inside the project.
-    pub user: Option<UserId>,
-    /// Page size, 1 to MAX_AUDIT_PAGE (DEFAULT_AUDIT_PAGE when None).
-    pub limit: Option<usize>,
-    /// Opaque cursor from a previous page's `next`.
-    pub cursor: Option<String>,
-}
-
-/// Usage of one resource right after an event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UsageAfter {
-    pub in_use: i64,
-    pub reserved: i64,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AuditEntry {
-    pub position: Position,
-    pub version: u64,
-    pub at: Timestamp,
-    pub event_type: String,
-    pub reservation_id: Option<ReservationId>,
-    pub deltas: Option<Deltas>,
-    pub actor: Option<String>,
-    pub request_id: Option<String>,
-    /// Who was authenticated when the event was appended; `None` for events stored before
-    /// principals were recorded.
-    pub principal: Option<String>,
-    /// For releases: rolled_back, expired or freed; for corrections: the operator's reason.
-    pub reason: Option<String>,
-    /// The usage the event left behind (for denials: the usage it was judged on).
-    pub usage_after: BTreeMap<ResourceName, UsageAfter>,
-    /// Limits events: the effective limits of the resources the event names, just before and
-    /// just after it (a resource without any limit is absent). `None` for other events.
-    pub before: Option<BTreeMap<ResourceName, i64>>,
-    pub after: Option<BTreeMap<ResourceName, i64>>,
-    /// `LimitsSet`: whether `force` allowed a limit below usage. `None` for other events.
-    pub force: Option<bool>,
-    /// A counted reserve's request: the count granted.
-    pub count: Option<u32>,
-    /// The user inside the project the event is about (a reserve's, a correction's, a user's
-    /// limits).
-    pub user: Option<UserId>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AuditPage {
-    pub entries: Vec<AuditEntry>,
-    pub next: Option<String>,
+    /// A project with descendants (SPEC rule 11), at a past instant: its subtree's usage then.
+    /// `None` from the usage view, which keeps each project's own usage only.
+    pub subtree: Option<SubtreeUsage>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -192,6 +137,8 @@ pub struct ProjectQuery {
 pub struct ProjectPage {
     /// Project ids in order.
     pub projects: Vec<String>,
+    /// The parent of each listed project that has one.
+    pub parents: BTreeMap<String, String>,
     pub next: Option<String>,
 }
 
@@ -437,6 +384,15 @@ impl Projections {
     /// The projects with at least one event, in id order, a page at a time.
     pub async fn projects(&self, query: &ProjectQuery) -> Result<ProjectPage, ProjectionError> {
         self.inner.projects(query).await
+    }
+
+    /// The children of `parent` (from their `ParentSet` events), in id order, a page at a time.
+    pub async fn children(
+        &self,
+        parent: &ProjectId,
+        query: &ProjectQuery,
+    ) -> Result<ProjectPage, ProjectionError> {
+        self.inner.children(parent, query).await
     }
 
     /// The audit of the default limits (the `$defaults` stream's events).

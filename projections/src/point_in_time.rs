@@ -1,10 +1,14 @@
 //! Usage (a project's or a user's) as it stood at a past instant, replayed from the project's stream and the defaults
 //! stream with the domain's own fold, so it agrees with what the ledger decided on.
+//!
+//! A parent's stream holds its descendants' `Descendant*` events (SPEC rule 11), so the same
+//! fold gives its subtree as it stood then: the children it had then, with their usage then.
 
 use domain::{shown_usage, Defaults, ProjectId, ProjectState, Timestamp, UserId, DEFAULTS_STREAM};
 use ledger::store::MAX_READ_COUNT;
 use ledger::{EventStore, Position, RecordedEvent};
 
+use crate::tree::SubtreeUsage;
 use crate::usage::resource_usage;
 use crate::{ProjectionError, UsageReport};
 
@@ -63,6 +67,10 @@ pub(crate) async fn usage_at(
         None => state.usage_all(&defaults, at),
         Some(user) => state.user_usage_all(user, &defaults, at),
     };
+    let subtree = match user {
+        None => SubtreeUsage::of(&state, usage.keys().cloned(), at),
+        Some(_) => None,
+    };
     let resources = shown_usage(usage)
         .map(|(resource, limit, usage)| {
             let shown = resource_usage(limit, usage.in_use, usage.reserved);
@@ -73,5 +81,6 @@ pub(crate) async fn usage_at(
         project: project.clone(),
         resources,
         position,
+        subtree,
     })
 }

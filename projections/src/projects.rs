@@ -1,5 +1,6 @@
 //! The projects the views know (every project with at least one event), in id order, a page at
-//! a time: for the project list (`GET /v1/projects`) and the console's search.
+//! a time, each with its parent (from the parent links, `tree`): for the project list
+//! (`GET /v1/projects`) and the console's search.
 //!
 //! Read from the audit view's project index without scanning a project's entries: each next
 //! name is one index seek (`MIN(project) > the last one`), so a page costs its size in seeks
@@ -18,7 +19,7 @@ const CURSOR_PREFIX: &str = "p1:";
 
 /// Past every project id that starts with a prefix: ids are ASCII below DEL (`A-Z a-z 0-9 . _ :
 /// -`), so `prefix + DEL` is above all of them.
-const ABOVE_EVERY_ID: char = '\u{7f}';
+pub(crate) const ABOVE_EVERY_ID: char = '\u{7f}';
 
 impl Inner {
     pub(crate) async fn projects(
@@ -47,26 +48,28 @@ impl Inner {
         let mut names = tx
             .project_names(head.generation, &low, prefix, &high, fetch)
             .await?;
-        tx.rollback().await?;
         let next = if names.len() > size {
             names.truncate(size);
             names.last().map(|last| encode_cursor(last))
         } else {
             None
         };
+        let parents = tx.parents_of(head.generation, &names).await?;
+        tx.rollback().await?;
         Ok(ProjectPage {
             projects: names,
+            parents,
             next,
         })
     }
 }
 
-fn encode_cursor(last: &str) -> String {
+pub(crate) fn encode_cursor(last: &str) -> String {
     paging::encode_text(CURSOR_PREFIX, last)
 }
 
 /// The last id a cursor names; only a project id is one.
-fn decode_cursor(cursor: &str) -> Result<String, ProjectionError> {
+pub(crate) fn decode_cursor(cursor: &str) -> Result<String, ProjectionError> {
     paging::decode_text(CURSOR_PREFIX, cursor)
         .ok()
         .filter(|id| domain::ProjectId::parse(id).is_ok())

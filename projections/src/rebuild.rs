@@ -20,7 +20,10 @@ use crate::{Inner, ProjectionError};
 /// The tables of each view, with their keys (for bounded deletes).
 fn tables(view: &str) -> &'static [(&'static str, &'static str)] {
     if view == AUDIT {
-        &[("audit_entries", "generation, position")]
+        &[
+            ("audit_entries", "generation, position"),
+            ("project_parents", "generation, project"),
+        ]
     } else {
         &[
             ("usage_in_use", "generation, project, resource"),

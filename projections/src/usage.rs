@@ -29,6 +29,7 @@ impl Inner {
             project: project.clone(),
             resources: report(&rows),
             position: head.position,
+            subtree: None,
         })
     }
 }

@@ -86,12 +86,19 @@ impl Inner {
             .await?
             .into_iter()
             .collect();
+        let stored_links: BTreeSet<(String, String)> = tx
+            .all_parent_links(audit.generation)
+            .await?
+            .into_iter()
+            .collect();
         tx.rollback().await?;
 
         // The replay, cut at each view's checkpoint.
         let mut defaults = Defaults::default();
         let mut projects: HashMap<String, (ProjectState, BTreeSet<ReservationId>)> = HashMap::new();
         let mut expected_positions = BTreeSet::new();
+        // Each project's parent as its `ParentSet` events leave it, up to the audit's checkpoint.
+        let mut expected_parents: BTreeMap<String, String> = BTreeMap::new();
         let until = usage.position.max(audit.position);
         let mut after = String::new();
         loop {
@@ -111,13 +118,23 @@ impl Inner {
                     if recorded.position > until {
                         break;
                     }
-                    if recorded.position <= audit.position {
+                    let in_audit = recorded.position <= audit.position;
+                    if in_audit {
                         expected_positions.insert(crate::db::to_i64(recorded.position));
+                    }
+                    let event = decode(&recorded)?;
+                    if let (true, Event::ParentSet { parent, .. }, Some(id)) =
+                        (in_audit, &event, &project)
+                    {
+                        match parent {
+                            Some(parent) => expected_parents
+                                .insert(id.as_str().to_owned(), parent.as_str().to_owned()),
+                            None => expected_parents.remove(id.as_str()),
+                        };
                     }
                     if recorded.position > usage.position {
                         continue;
                     }
-                    let event = decode(&recorded)?;
                     match &project {
                         None => defaults.apply(&event),
                         Some(id) => {
@@ -232,6 +249,19 @@ impl Inner {
             &expected.committed_count,
             true,
         );
+        // A parent link (project, parent) stored but not expected, or expected but not stored.
+        let expected_links: BTreeSet<(String, String)> = expected_parents.into_iter().collect();
+        for (project, parent) in stored_links.symmetric_difference(&expected_links) {
+            let link = (project.clone(), parent.clone());
+            differences.push(Difference {
+                view: AUDIT.into(),
+                project: project.clone(),
+                resource: parent.clone(),
+                field: "parent".into(),
+                stored: stored_links.contains(&link).then_some(1),
+                expected: expected_links.contains(&link).then_some(1),
+            });
+        }
         for position in stored_positions.symmetric_difference(&expected_positions) {
             differences.push(Difference {
                 view: AUDIT.into(),

@@ -230,6 +230,8 @@ fn the_problem_document_has_every_member_a_problem_carries() {
         "resources",
         "min_position",
         "position",
+        "user_overs",
+        "ancestor_overs",
     ] {
         assert!(
             problem.get(member).is_some(),
@@ -328,5 +330,47 @@ fn links_chain_a_reserve_to_its_reservation() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn the_hierarchy_is_in_the_document() {
+    let doc = doc();
+    let parent = &doc["paths"]["/v1/projects/{p}/parent"];
+    for method in ["get", "put", "delete"] {
+        assert!(parent[method].is_object(), "{method} …/parent");
+    }
+    let request = resolve(
+        &doc,
+        &parent["put"]["requestBody"]["content"]["application/json"]["schema"],
+    );
+    assert_eq!(request["required"], serde_json::json!(["parent"]));
+    assert_eq!(
+        request["properties"]["parent"]["$ref"],
+        "#/components/schemas/ProjectId"
+    );
+    assert_eq!(request["additionalProperties"], false);
+    assert!(parent["put"]["responses"]["409"].is_object());
+    let schemas = &doc["components"]["schemas"];
+    for field in ["subtree", "children"] {
+        let usage = &schemas["UsageResponse"];
+        assert!(
+            usage["properties"].get(field).is_some(),
+            "usage lacks {field}"
+        );
+        let required = usage["required"].as_array().expect("required");
+        assert!(!required.iter().any(|r| r == field), "{field} is optional");
+    }
+    // (Its `standing` is flattened: the properties sit in an `allOf`.)
+    assert!(schemas["DryRunResponse"]
+        .to_string()
+        .contains("\"ancestor_overs\""));
+    let audit = &doc["paths"]["/v1/projects/{p}/audit"]["get"];
+    assert_eq!(parameter(audit, "subtree")["schema"]["type"], "boolean");
+    for field in ["project", "parent", "descendant"] {
+        assert!(
+            schemas["AuditEntryBody"]["properties"].get(field).is_some(),
+            "{field}"
+        );
     }
 }

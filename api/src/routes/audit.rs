@@ -1,5 +1,7 @@
-//! `GET /v1/projects/{p}/audit`: the project's history, filtered and paged; and
-//! `GET /v1/defaults/audit`, the same for the default limits.
+//! `GET /v1/projects/{p}/audit`: the project's history, filtered and paged (with
+//! `?subtree=true`, merged with its descendants' in position order: the descendants are those
+//! the audit view's parent links give, at most 3 levels below it, looked up again for each
+//! page); and `GET /v1/defaults/audit`, the same for the default limits.
 
 use std::collections::BTreeMap;
 
@@ -50,6 +52,9 @@ pub struct AuditParams {
     /// and limits).
     #[param(value_type = Option<UserIdSchema>)]
     pub user: Option<String>,
+    /// `true`: the entries of the project and of all its descendants (SPEC rule 11), in
+    /// position order, each naming its `project`. The defaults have no descendants.
+    pub subtree: Option<bool>,
     /// Page size, 1 to 1000 (default 100).
     #[param(value_type = Option<AuditPageSizeSchema>)]
     pub limit: Option<u64>,
@@ -71,6 +76,11 @@ pub struct UsageAfterBody {
 pub struct AuditEntryBody {
     #[schema(value_type = PositionSchema)]
     pub position: u64,
+    /// The project whose event it is: the project asked for, or in a subtree's audit one of
+    /// its descendants. Absent in the defaults' audit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<ProjectIdSchema>, nullable = false)]
+    pub project: Option<String>,
     /// The event's version in the project's stream.
     pub version: u64,
     /// RFC 3339 UTC.
@@ -100,7 +110,7 @@ pub struct AuditEntryBody {
     /// (`UsageCorrected`): `{resource: in_use}` before and after.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<BTreeMap<String, i64>>,
-    /// `LimitsSet` only: whether `force` allowed a limit below usage.
+    /// `LimitsSet` and `ParentSet` only: whether `force` allowed going below usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
     /// A counted reserve's `ReservationRequested` only: the count granted.
@@ -111,6 +121,16 @@ pub struct AuditEntryBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<UserIdSchema>, nullable = false)]
     pub user: Option<String>,
+    /// `ParentSet` only: the new parent (absent when the parent was removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<ProjectIdSchema>, nullable = false)]
+    pub parent: Option<String>,
+    /// An ancestor's `DescendantReserved`, `DescendantUsageChanged` (its `deltas`: the change
+    /// of the descendant's in_use), `DescendantsJoined` (its `deltas`: the in_use the
+    /// projects joining brought) or `DescendantsLeft` entry: the descendant it is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<ProjectIdSchema>, nullable = false)]
+    pub descendant: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -122,8 +142,12 @@ pub struct AuditResponse {
 
 impl From<AuditEntry> for AuditEntryBody {
     fn from(entry: AuditEntry) -> Self {
+        let project = (entry.project != domain::DEFAULTS_STREAM).then_some(entry.project);
         AuditEntryBody {
             position: entry.position,
+            project,
+            parent: entry.parent.map(|p| p.to_string()),
+            descendant: entry.descendant.map(|p| p.to_string()),
             version: entry.version,
             at: rfc3339(entry.at),
             event_type: entry.event_type,
@@ -213,13 +237,15 @@ fn audit_query(params: AuditParams) -> Result<AuditQuery, ApiError> {
         actor: params.actor,
         principal: params.principal.map(principal_filter).transpose()?,
         user: params.user.as_deref().map(parse_user).transpose()?,
+        subtree: params.subtree == Some(true),
         limit,
         cursor: params.cursor,
     })
 }
 
 /// A project's audit trail: every event with who (the authenticated principal and the declared
-/// actor), why, the usage it left, and for limits events the limits before and after.
+/// actor), why, the usage it left, and for limits events the limits before and after; with
+/// `subtree=true`, its descendants' too.
 #[utoipa::path(get, path = "/v1/projects/{p}/audit", tag = "usage",
     params(("p" = ProjectIdSchema, Path, description = "Project id"), AuditParams),
     responses(

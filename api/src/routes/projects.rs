@@ -1,6 +1,7 @@
 //! `GET /v1/projects`: the projects the views know (every project with at least one event), in
-//! id order, filtered by prefix, a page at a time. A project token sees only its own project;
-//! admin and auditor tokens (and an open server) see them all.
+//! id order, filtered by prefix and by parent (`?parent=q`: q's children, from their
+//! `ParentSet` events), a page at a time, each with its parent. A project token sees only its
+//! own project; admin and auditor tokens (and an open server) see them all.
 
 use axum::extract::State;
 use axum::Json;
@@ -27,8 +28,7 @@ pub struct ProjectListParams {
     /// Only ids that start with this (0 to 128 characters of the id alphabet).
     #[param(value_type = Option<ProjectPrefixSchema>)]
     pub prefix: Option<String>,
-    /// Only the children of this project. The hierarchy is not built yet: no project has a
-    /// parent, so this matches none.
+    /// Only the children of this project (its direct children, not their descendants).
     #[param(value_type = Option<ProjectIdSchema>)]
     pub parent: Option<String>,
     /// Page size, 1 to 1000 (default 100).
@@ -46,7 +46,7 @@ pub struct ProjectListParams {
 pub struct ProjectEntry {
     #[schema(value_type = ProjectIdSchema)]
     pub project: String,
-    /// Its parent; null (the hierarchy is not built yet).
+    /// Its parent; null for a root project.
     #[schema(value_type = Option<ProjectIdSchema>)]
     pub parent: Option<String>,
 }
@@ -111,36 +111,42 @@ pub async fn list_projects(
         } => Some(own.as_str()),
         _ => None,
     };
-    let ProjectPage { projects, next } = match (parent, own) {
-        (Some(_), _) => ProjectPage {
-            projects: Vec::new(),
-            next: None,
-        },
+    let ProjectPage {
+        projects,
+        mut parents,
+        next,
+    } = match (&parent, own) {
         // A project token sees its own project only: looked up by its id, so neither the
         // page nor a cursor carries another project's name.
-        (None, Some(own)) => {
+        (_, Some(own)) => {
             let asked = query.prefix.as_deref().unwrap_or_default();
             let mine = ProjectQuery {
                 prefix: Some(own.to_owned()),
                 limit: Some(1),
                 cursor: None,
             };
-            let found = projections.projects(&mine).await?.projects;
+            let found = match &parent {
+                Some(parent) => projections.children(parent, &mine).await?,
+                None => projections.projects(&mine).await?,
+            };
             ProjectPage {
                 projects: found
+                    .projects
                     .into_iter()
                     .filter(|id| id == own && own.starts_with(asked))
                     .collect(),
+                parents: found.parents,
                 next: None,
             }
         }
+        (Some(parent), None) => projections.children(parent, &query).await?,
         (None, None) => projections.projects(&query).await?,
     };
     let projects = projects
         .into_iter()
         .map(|project| ProjectEntry {
+            parent: parents.remove(&project),
             project,
-            parent: None,
         })
         .collect();
     Ok(Json(ProjectListResponse { projects, next }))

@@ -130,6 +130,11 @@ pub struct DryRunResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub user_headroom: Option<BTreeMap<String, i64>>,
+    /// A reserve that would be denied over an ancestor's limit (SPEC rule 11): those ancestors,
+    /// with the resources over, sorted (`{ancestor: [resources]}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<BTreeMap<String, Vec<ResourceNameSchema>>>, nullable = false)]
+    pub ancestor_overs: Option<BTreeMap<String, Vec<String>>>,
 }
 
 impl From<DryRun> for DryRunResponse {
@@ -138,7 +143,20 @@ impl From<DryRun> for DryRunResponse {
             let overs: Vec<String> = u.overs.iter().map(ToString::to_string).collect();
             (overs, Standing::of(&u.standing))
         });
+        let ancestor_overs = (!judged.granted && !judged.ancestor_overs.is_empty()).then(|| {
+            judged
+                .ancestor_overs
+                .iter()
+                .map(|(a, overs)| {
+                    (
+                        a.to_string(),
+                        overs.iter().map(ToString::to_string).collect(),
+                    )
+                })
+                .collect()
+        });
         DryRunResponse {
+            ancestor_overs,
             granted: judged.granted,
             overs: judged.overs.iter().map(ToString::to_string).collect(),
             standing: Standing::of(&judged.standing),
@@ -238,7 +256,7 @@ fn expires_in_seconds(requested: Option<i64>) -> Result<u32, ApiError> {
         (status = 200, description = "A dry run: what a reserve would get now; nothing is held or recorded", body = DryRunResponse),
         (status = 400, description = "invalid-request, unknown-resource", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, description = "unauthorized", body = ProblemDocument, content_type = "application/problem+json"),
-        (status = 403, description = "over-quota (with `overs`, `limits`, `usage`, `headroom`; `max_count` for a counted reserve; `user_overs`, `user_limits`, `user_usage`, `user_headroom` when over a user's own limits), forbidden", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 403, description = "over-quota (with `overs`, `limits`, `usage`, `headroom`; `max_count` for a counted reserve; `user_overs`, `user_limits`, `user_usage`, `user_headroom` when over a user's own limits; `ancestor_overs` when over an ancestor's), forbidden", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 409, description = "usage-underflow, idempotency-mismatch", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 413, description = "payload-too-large", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 503, description = "store-unavailable, contention, shutting-down: retry (see Retry-After)", body = ProblemDocument, content_type = "application/problem+json"),

@@ -1,11 +1,21 @@
 //! `GET /v1/projects/{p}/usage`: the usage view, now or as it stood at a time.
+//!
+//! A project with descendants (SPEC rule 11) also answers its subtree's usage and each child's,
+//! and its headroom is its limit minus its subtree's in_use and reserved: what a reserve in it
+//! or below it is judged on. Now, the subtree comes from the ledger's state of the project (its
+//! stream records every change of its descendants' usage: the numbers its decisions use), read
+//! after the view, and only for a project the views know children of (so the usage of a
+//! project without any stays a read of the views alone); at a past instant, from the same fold
+//! of its stream as its own usage then, so it has the children it had then.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::Json;
-use projections::{Projections, UsageReport};
+use domain::{Limit, ResourceStanding, Usage};
+use ledger::SubtreeView;
+use projections::{ProjectQuery, Projections, SubtreeUsage, UsageReport};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -58,16 +68,83 @@ pub struct UsageResponse {
     #[schema(value_type = Option<UserIdSchema>, nullable = false)]
     pub user: Option<String>,
     pub resources: BTreeMap<String, ResourceUsageBody>,
+    /// A project with descendants: the in_use and reserved of the project and all its
+    /// descendants, which its limits cap (its `headroom` is the limit minus these).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub subtree: Option<BTreeMap<String, UsageNumbers>>,
+    /// A project with descendants: each child's subtree usage (the child's and all its
+    /// descendants'), by child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub children: Option<BTreeMap<String, BTreeMap<String, UsageNumbers>>>,
     /// The global position the report reflects.
     #[schema(value_type = PositionSchema)]
     pub position: u64,
 }
 
+/// One resource's usage in a subtree.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UsageNumbers {
+    pub in_use: i64,
+    pub reserved: i64,
+}
+
+fn numbers(usage: BTreeMap<domain::ResourceName, Usage>) -> BTreeMap<String, UsageNumbers> {
+    usage
+        .into_iter()
+        .map(|(r, u)| {
+            let numbers = UsageNumbers {
+                in_use: u.in_use,
+                reserved: u.reserved,
+            };
+            (r.to_string(), numbers)
+        })
+        .collect()
+}
+
+impl UsageResponse {
+    /// A parent's usage: its subtree's and its children's beside its own, and each limited
+    /// resource's headroom taken from the subtree. Unchanged for a project without descendants.
+    fn with_subtree(mut self, subtree: Option<SubtreeUsage>) -> Self {
+        let Some(SubtreeUsage { subtree, children }) = subtree else {
+            return self;
+        };
+        for (resource, body) in &mut self.resources {
+            let below = domain::ResourceName::parse(resource)
+                .ok()
+                .and_then(|r| subtree.get(&r));
+            if let (Some(usage), Ok(limit)) = (below, Limit::new(body.limit)) {
+                body.headroom = ResourceStanding::of(limit, usage).headroom();
+            }
+        }
+        self.subtree = Some(numbers(subtree));
+        self.children = Some(
+            children
+                .into_iter()
+                .map(|(child, usage)| (child.to_string(), numbers(usage)))
+                .collect(),
+        );
+        self
+    }
+}
+
+/// The subtree of the ledger's view of a project; `None` without descendants.
+fn subtree_now(view: SubtreeView) -> Option<SubtreeUsage> {
+    (!view.descendants.is_empty()).then_some(SubtreeUsage {
+        subtree: view.subtree,
+        children: view.children,
+    })
+}
+
 impl From<UsageReport> for UsageResponse {
+    /// The project's own usage; its subtree is added by `with_subtree`.
     fn from(report: UsageReport) -> Self {
         UsageResponse {
             project: report.project.to_string(),
             user: None,
+            subtree: None,
+            children: None,
             resources: report
                 .resources
                 .into_iter()
@@ -138,7 +215,8 @@ pub(super) async fn refuse_past_head(state: &AppState, position: u64) -> Result<
     Ok(())
 }
 
-/// A project's usage: limit, in_use, reserved and headroom per resource.
+/// A project's usage: limit, in_use, reserved and headroom per resource; for a project with
+/// descendants, also its subtree's and each child's usage (its headroom is of the subtree).
 #[utoipa::path(get, path = "/v1/projects/{p}/usage", tag = "usage",
     params(("p" = ProjectIdSchema, Path, description = "Project id"), UsageQuery),
     responses(
@@ -157,13 +235,26 @@ pub async fn get_usage(
     let at = query.at()?;
     let projections = running(&state)?;
     catch_up(&state, projections, query.min_position).await?;
-    let report = match at {
-        Some(at) => projections.usage_at(&project, at).await?,
+    let (report, subtree) = match at {
+        Some(at) => {
+            let mut report = projections.usage_at(&project, at).await?;
+            let subtree = report.subtree.take();
+            (report, subtree)
+        }
         None => {
-            projections
+            let report = projections
                 .usage(&project, state.ledger.clock().now())
-                .await?
+                .await?;
+            let one_child = ProjectQuery {
+                limit: Some(1),
+                ..ProjectQuery::default()
+            };
+            let subtree = match projections.children(&project, &one_child).await {
+                Ok(page) if page.projects.is_empty() => None,
+                _ => subtree_now(state.ledger.subtree(&project).await?),
+            };
+            (report, subtree)
         }
     };
-    Ok(Json(report.into()))
+    Ok(Json(UsageResponse::from(report).with_subtree(subtree)))
 }

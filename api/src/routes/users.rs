@@ -153,6 +153,8 @@ fn now(project: String, usage: UserUsage) -> UsageResponse {
     UsageResponse {
         project,
         user: None,
+        subtree: None,
+        children: None,
         resources,
         position: usage.position,
     }

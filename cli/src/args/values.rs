@@ -1,5 +1,7 @@
 //! The values of `quota`'s arguments that clap cannot check by their type: RESOURCE=NUMBER
-//! pairs, a count range and user ids.
+//! pairs, a count range, and project and user ids.
+
+use std::fmt;
 
 /// `MIN:MAX` of `reserve --count`.
 pub(super) fn parse_count(s: &str) -> Result<(u32, u32), String> {
@@ -14,24 +16,53 @@ pub(super) fn parse_count(s: &str) -> Result<(u32, u32), String> {
     Ok((number(min)?, number(max)?))
 }
 
-/// The longest user id (as a project id: SPEC's "Words").
-const MAX_USER_ID_CHARS: usize = 128;
+/// The longest project (and user) id: SPEC's "Words".
+const MAX_ID_CHARS: usize = 128;
 
-/// A `--user`: 1-128 characters of A-Z a-z 0-9 . _ : - (the project id grammar), checked here
-/// so that a typo is refused before anything is sent, in the server's words.
-pub(super) fn parse_user(s: &str) -> Result<String, String> {
+/// Checks an id of the project id grammar, 1-128 characters of A-Z a-z 0-9 . _ : -, so that a
+/// typo is refused before anything is sent, in the server's words. `kind` names it.
+fn check_id(kind: &str, s: &str) -> Result<(), String> {
     let length = s.chars().count();
-    if length == 0 || length > MAX_USER_ID_CHARS {
+    if length == 0 || length > MAX_ID_CHARS {
         return Err(format!(
-            "invalid user id: must be 1 to {MAX_USER_ID_CHARS} characters long (got {length})"
+            "invalid {kind} id: must be 1 to {MAX_ID_CHARS} characters long (got {length})"
         ));
     }
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
     if let Some(bad) = s.chars().find(|c| !allowed(*c)) {
         return Err(format!(
-            "invalid user id: contains {bad:?}; allowed are A-Z a-z 0-9 . _ : -"
+            "invalid {kind} id: contains {bad:?}; allowed are A-Z a-z 0-9 . _ : -"
         ));
     }
+    Ok(())
+}
+
+/// A project id that the command line checked (see [`parse_project`]): only a valid one is
+/// ever sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectId(String);
+
+impl ProjectId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ProjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A PROJECT (or a PARENT): 1-128 characters of A-Z a-z 0-9 . _ : -.
+pub(super) fn parse_project(s: &str) -> Result<ProjectId, String> {
+    check_id("project", s)?;
+    Ok(ProjectId(s.to_owned()))
+}
+
+/// A `--user`: the project id grammar.
+pub(super) fn parse_user(s: &str) -> Result<String, String> {
+    check_id("user", s)?;
     Ok(s.to_owned())
 }
 
@@ -47,6 +78,26 @@ pub(super) fn parse_pair(s: &str) -> Result<(String, i64), String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn project_ids_are_checked_in_the_servers_words() {
+        for good in ["acme", "a", "tenant-1.prod_a:x", &"p".repeat(128)] {
+            let id = super::parse_project(good).expect(good);
+            assert_eq!((id.as_str(), id.to_string()), (good, good.to_owned()));
+        }
+        assert_eq!(
+            super::parse_project(""),
+            Err("invalid project id: must be 1 to 128 characters long (got 0)".to_owned())
+        );
+        assert_eq!(
+            super::parse_project(&"p".repeat(129)),
+            Err("invalid project id: must be 1 to 128 characters long (got 129)".to_owned())
+        );
+        assert_eq!(
+            super::parse_project("acme/dev"),
+            Err("invalid project id: contains '/'; allowed are A-Z a-z 0-9 . _ : -".to_owned())
+        );
+    }
+
     #[test]
     fn user_ids_have_the_project_id_grammar() {
         for good in ["alice", "a", "tenant-1.prod_a:x", &"u".repeat(128)] {

@@ -7,8 +7,8 @@ use super::{Decision, Outcome, Refusal, ResourceStanding};
 use crate::limits::MAX_EXPIRED_PER_DECISION;
 use crate::state::taken_out;
 use crate::{
-    checked_add, Defaults, Event, Limit, ProjectState, ReleaseReason, Reservation, ReservationId,
-    ReservationStatus, Timestamp,
+    checked_add, Defaults, Event, Limit, ProjectId, ProjectState, ReleaseReason, Reservation,
+    ReservationId, ReservationStatus, ResourceName, Timestamp, Usage,
 };
 
 pub(super) fn commit(
@@ -87,7 +87,8 @@ pub(super) fn release(
 /// after a correction it stops at zero). It must still leave room for the reductions held
 /// (rule 3, as a reserve would). Freeing a committed reduction (a negative delta) gives usage
 /// back, which rule 1 bounds like any grant: it must fit under the project's limit, and the
-/// user's own and each ancestor's (their subtrees), with what is reserved.
+/// user's own and each ancestor's (their subtrees), with what is reserved. As for a reserve, an
+/// ancestor it would take over is named in `ancestor_overs`, not in the project's `overs`.
 fn freeing_fits(
     state: &ProjectState,
     ancestors: &[&ProjectState],
@@ -97,7 +98,21 @@ fn freeing_fits(
 ) -> Result<(), Refusal> {
     let mut underflows = vec![];
     let mut overs = vec![];
+    let mut ancestor_overs: BTreeMap<ProjectId, Vec<ResourceName>> = BTreeMap::new();
     let mut standing = BTreeMap::new();
+    // Whether freeing `delta` takes `usage` over `limit`, with what is reserved. An overflow is
+    // refused like every other sum (not read as "fits").
+    let over = |resource: &ResourceName, delta: i64, limit: Limit, usage: Usage| {
+        let Some(cap) = limit.cap() else {
+            return Ok(false);
+        };
+        let freed = checked_add(
+            resource,
+            usage.in_use,
+            delta.checked_neg().unwrap_or(i64::MAX),
+        )?;
+        Ok::<bool, Refusal>(checked_add(resource, freed, usage.reserved)? > cap)
+    };
     for (resource, delta) in reservation.deltas.iter() {
         let usage = state.subtree_usage(resource, now);
         let limit = state.limit(defaults, resource).unwrap_or(Limit::UNLIMITED);
@@ -115,27 +130,29 @@ fn freeing_fits(
                 caps.push((own, state.user_usage(user, resource, now)));
             }
         }
-        for ancestor in ancestors {
-            if let Some(limit) = ancestor.limit(defaults, resource) {
-                caps.push((limit, ancestor.subtree_usage(resource, now)));
+        for (limit, usage) in caps {
+            if over(resource, delta, limit, usage)? && !overs.contains(resource) {
+                overs.push(resource.clone());
             }
         }
-        for (limit, usage) in caps {
-            let Some(cap) = limit.cap() else { continue };
-            // An overflow is refused like every other sum (not read as "fits").
-            let freed = checked_add(
+        for ancestor in ancestors {
+            let Some(limit) = ancestor.limit(defaults, resource) else {
+                continue;
+            };
+            if over(
                 resource,
-                usage.in_use,
-                delta.checked_neg().unwrap_or(i64::MAX),
-            )?;
-            if checked_add(resource, freed, usage.reserved)? > cap && !overs.contains(resource) {
-                overs.push(resource.clone());
+                delta,
+                limit,
+                ancestor.subtree_usage(resource, now),
+            )? {
+                let named = ancestor_overs.entry(ancestor.project.clone()).or_default();
+                named.push(resource.clone());
             }
         }
     }
     if !underflows.is_empty() {
         Err(Refusal::UsageUnderflow(underflows))
-    } else if overs.is_empty() {
+    } else if overs.is_empty() && ancestor_overs.is_empty() {
         Ok(())
     } else {
         Err(Refusal::OverQuota {
@@ -143,7 +160,7 @@ fn freeing_fits(
             standing,
             max_count: None,
             user: None,
-            ancestor_overs: BTreeMap::new(),
+            ancestor_overs,
         })
     }
 }

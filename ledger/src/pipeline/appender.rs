@@ -157,7 +157,10 @@ async fn run_appender(
         let mut waiters = Vec::with_capacity(batch.len());
         for request in batch {
             if !request.is_fenced_in() {
-                // Decided on speculation that failed: never write it.
+                // Decided on speculation that failed: never write it. A chain's other slots
+                // hold its events too (applied when it was decided) at an epoch that has not
+                // moved: move it, so they are reloaded rather than taken as written.
+                request.fences.iter().for_each(fail_fence);
                 let refused = request
                     .appends
                     .iter()

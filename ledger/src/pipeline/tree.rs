@@ -177,6 +177,13 @@ impl Ledger {
                 for event in &events {
                     mirrored.extend(own.apply_for_ancestors(event, now));
                 }
+                // Each ancestor's cached state records the mirror events as its stream will, so
+                // it stays at the version the chain writes (and a snapshot due is of that state).
+                for ancestor in &mut locked.guards[1..] {
+                    for event in &mirrored {
+                        ancestor.state.apply(event, now);
+                    }
+                }
                 let mut decided = vec![events];
                 decided.extend(chain[1..].iter().map(|_| mirrored.clone()));
                 let answer = answer.map(|o| Granted::of(o, &locked.guards[0].state, &defaults));

@@ -18,6 +18,8 @@ use crate::feed::FeedEvent;
 
 use crate::UsageAfter;
 
+mod tree;
+
 /// What a batch changed, so only those rows are written back.
 #[derive(Debug, Default)]
 pub(crate) struct Changes {
@@ -49,12 +51,16 @@ pub(crate) struct AuditRow {
     pub granted_count: Option<i64>,
     /// The user inside the project the event is about, if any.
     pub user: Option<String>,
+    /// `ParentSet`: the new parent (`None`: removed). Also what the parent links are kept from.
+    pub parent: Option<String>,
+    /// An ancestor's `Descendant*` entry: the descendant it is about.
+    pub descendant: Option<String>,
 }
 
 /// What a limits event changed: the effective limits (the project's override, else the
 /// default; for the defaults, the defaults) of the resources it names, just before and just
 /// after it, as `{resource: limit}` JSON; a resource without any limit is left out. `forced`
-/// only for `LimitsSet`. For a `UsageCorrected`, `{resource: in_use}` before and after. All
+/// only for `LimitsSet` and `ParentSet`. For a `UsageCorrected`, `{resource: in_use}` before and after. All
 /// `None` for other events.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct LimitsChange {
@@ -250,6 +256,13 @@ fn limits_change(
             forced: Some(*forced),
         };
     }
+    if let Event::ParentSet { forced, .. } = event {
+        return LimitsChange {
+            before: None,
+            after: None,
+            forced: Some(*forced),
+        };
+    }
     let (Some(before), Some(named)) = (before, named) else {
         return LimitsChange::default();
     };
@@ -298,6 +311,8 @@ fn touched_before(view: &ProjectUsage, event: &Event) -> (Option<Deltas>, Vec<Re
         Event::LimitsReset => view.overrides.keys().cloned().collect(),
         Event::UserLimitsReset { .. } => vec![],
         Event::UsageCorrected { resource, .. } => vec![resource.clone()],
+        // The views keep each project's own usage, which none of these moves: a descendant's
+        // change shows in its own entry (and in the ancestor's usage, from the ledger).
         Event::ParentSet { .. }
         | Event::DescendantReserved { .. }
         | Event::DescendantUsageChanged { .. }
@@ -315,11 +330,12 @@ fn audit_row(
     usage_after: String,
     change: LimitsChange,
 ) -> AuditRow {
+    let tree = tree::TreeFields::of(event);
     let deltas = match event {
         Event::ReservationRequested { deltas, .. } | Event::ReservationDenied { deltas, .. } => {
             Some(deltas.clone())
         }
-        _ => kept_deltas,
+        _ => kept_deltas.or(tree.deltas),
     };
     let (expires_at_ms, granted_count) = match event {
         Event::ReservationRequested {
@@ -341,7 +357,10 @@ fn audit_row(
         version: crate::db::to_i64(recorded.version),
         at_ms: recorded.recorded_at.timestamp_millis(),
         event_type: event.type_name(),
-        reservation_id: event.reservation_id().map(|id| id.to_string()),
+        reservation_id: event
+            .reservation_id()
+            .or(tree.reservation_id)
+            .map(|id| id.to_string()),
         deltas: deltas.map(|d| deltas_json(&d)),
         actor: recorded.metadata.actor.clone(),
         request_id: recorded.metadata.request_id.clone(),
@@ -352,6 +371,8 @@ fn audit_row(
         expires_at_ms,
         granted_count,
         user: event.user().map(|u| u.as_str().to_owned()),
+        parent: tree.parent,
+        descendant: tree.descendant,
     }
 }
 
@@ -405,86 +426,4 @@ pub(crate) fn batch_keys(
 }
 
 #[cfg(test)]
-mod tests {
-    use domain::{Event, Limit, ResourceName, DEFAULTS_STREAM};
-
-    use super::{AuditRow, LimitsChange, ViewState};
-    use crate::feed::FeedEvent;
-
-    fn limits(pairs: &[(&str, i64)]) -> domain::Limits {
-        pairs
-            .iter()
-            .map(|(r, l)| (ResourceName::parse(r).unwrap(), Limit::new(*l).unwrap()))
-            .collect()
-    }
-
-    fn apply(state: &mut ViewState, stream: &str, event: Event) -> AuditRow {
-        let feed = FeedEvent {
-            position: 1,
-            stream: stream.to_owned(),
-            version: 0,
-            recorded_at: chrono::DateTime::from_timestamp_millis(0).unwrap(),
-            metadata: ledger::Metadata {
-                principal: Some("admin".into()),
-                ..ledger::Metadata::default()
-            },
-            event,
-        };
-        state.apply(&feed, true).expect("an audit row")
-    }
-
-    fn change(before: &str, after: &str, forced: Option<bool>) -> LimitsChange {
-        LimitsChange {
-            before: Some(before.into()),
-            after: Some(after.into()),
-            forced,
-        }
-    }
-
-    /// Defaults entries say what the defaults named were before and after; project entries
-    /// the effective limits (override, else default); a reset, the overrides it removed.
-    #[test]
-    fn limits_entries_carry_before_and_after() {
-        let mut state = ViewState::default();
-        let set_defaults = |l| Event::DefaultLimitsSet { limits: l };
-        let row = apply(
-            &mut state,
-            DEFAULTS_STREAM,
-            set_defaults(limits(&[("cpu", 4)])),
-        );
-        assert_eq!(row.change, change("{}", r#"{"cpu":4}"#, None));
-        assert_eq!(row.principal.as_deref(), Some("admin"));
-        let row = apply(
-            &mut state,
-            DEFAULTS_STREAM,
-            set_defaults(limits(&[("cpu", 8), ("ram", -1)])),
-        );
-        assert_eq!(
-            row.change,
-            change(r#"{"cpu":4}"#, r#"{"cpu":8,"ram":-1}"#, None)
-        );
-
-        let project = "project-acme";
-        let set = Event::LimitsSet {
-            limits: limits(&[("cpu", 2), ("gpu", 1)]),
-            forced: true,
-        };
-        let row = apply(&mut state, project, set);
-        assert_eq!(
-            row.change,
-            change(r#"{"cpu":8}"#, r#"{"cpu":2,"gpu":1}"#, Some(true))
-        );
-        let row = apply(&mut state, project, Event::LimitsReset);
-        assert_eq!(
-            row.change,
-            change(r#"{"cpu":2,"gpu":1}"#, r#"{"cpu":8}"#, None)
-        );
-        let commit = Event::ReservationCommitted {
-            reservation_id: domain::ReservationId(uuid::Uuid::nil()),
-        };
-        assert_eq!(
-            apply(&mut state, project, commit).change,
-            LimitsChange::default()
-        );
-    }
-}
+mod tests;
