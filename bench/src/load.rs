@@ -134,6 +134,9 @@ pub(crate) async fn setup_tree(
     tree: &[(ProjectId, Vec<ProjectId>)],
     parent_limits: &Limits,
 ) -> Result<(), String> {
+    if tree.is_empty() {
+        return Ok(());
+    }
     let parents: Vec<ProjectId> = tree.iter().map(|(p, _)| p.clone()).collect();
     setup_limits(driver, &parents, parent_limits).await?;
     for families in tree.chunks(16) {
