@@ -15,6 +15,11 @@
 //!
 //! The parts: `commands` (what a case is made of), `reference` (the model), `mapping` (the
 //! implementations' types in the model's terms), `invariants` (the properties on the state).
+//!
+//! Trees (SPEC rule 11) have cases of their own, over five projects whose parents are set,
+//! removed and moved at random: `tree_commands`, `tree_reference` (a plain model that sums
+//! every subtree afresh from its projects' own numbers), `tree_answers`, `tree_mapping`,
+//! `tree_invariants`, `tree_run` (the domain's runner) and `tree_ledger` (the ledger's).
 
 #[path = "model/commands.rs"]
 mod commands;
@@ -24,6 +29,20 @@ mod invariants;
 mod mapping;
 #[path = "model/reference.rs"]
 mod reference;
+#[path = "model/tree_answers.rs"]
+mod tree_answers;
+#[path = "model/tree_commands.rs"]
+mod tree_commands;
+#[path = "model/tree_invariants.rs"]
+mod tree_invariants;
+#[path = "model/tree_ledger.rs"]
+mod tree_ledger;
+#[path = "model/tree_mapping.rs"]
+mod tree_mapping;
+#[path = "model/tree_reference.rs"]
+mod tree_reference;
+#[path = "model/tree_run.rs"]
+mod tree_run;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
