@@ -46,7 +46,7 @@ pub use state::{
     shown_usage, Defaults, ProjectState, Reservation, ReservationStatus, StreamVersion, Usage,
     UserState,
 };
-pub use subtree::{Descendant, Subtree};
+pub use subtree::{Descendant, Subtree, SubtreeUsage};
 pub use text::{is_control, Actor, ClientRequestId, Reason};
 pub use usage::{LiveReservation, ProjectUsage, UsageChange};
 

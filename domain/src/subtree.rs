@@ -240,7 +240,51 @@ impl SubtreeMember {
     }
 }
 
+/// A project's subtree usage (its own and all its descendants') and each child's subtree
+/// usage, per resource.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubtreeUsage {
+    pub subtree: BTreeMap<ResourceName, Usage>,
+    pub children: BTreeMap<ProjectId, BTreeMap<ResourceName, Usage>>,
+}
+
 impl ProjectState {
+    /// `shown` and every resource a descendant uses or holds.
+    pub fn subtree_resources(
+        &self,
+        shown: impl IntoIterator<Item = ResourceName>,
+    ) -> BTreeSet<ResourceName> {
+        let mut resources: BTreeSet<ResourceName> = shown.into_iter().collect();
+        resources.extend(self.subtree.resources().into_iter().cloned());
+        resources
+    }
+
+    /// The subtree's usage and each child's at `at`, over [`ProjectState::subtree_resources`].
+    pub fn subtree_report(
+        &self,
+        shown: impl IntoIterator<Item = ResourceName>,
+        at: Timestamp,
+    ) -> SubtreeUsage {
+        let resources = self.subtree_resources(shown);
+        let root = &self.project;
+        let children = self
+            .subtree
+            .children(root)
+            .map(|child| {
+                let usage = resources
+                    .iter()
+                    .map(|r| (r.clone(), self.subtree.branch_usage(root, child, r, at)))
+                    .collect();
+                (child.clone(), usage)
+            })
+            .collect();
+        let subtree = resources
+            .iter()
+            .map(|r| (r.clone(), self.subtree_usage(r, at)))
+            .collect();
+        SubtreeUsage { subtree, children }
+    }
+
     /// The project's and its descendants' usage of one resource at `now`: what its limit caps
     /// (rule 11). `releasing` is the project's own (rule 3 is the project's alone).
     pub fn subtree_usage(&self, resource: &ResourceName, now: Timestamp) -> Usage {

@@ -52,6 +52,7 @@ use tokio::sync::watch;
 
 pub use audit::{decode_cursor, encode_cursor, AuditEntry, AuditPage, AuditQuery, UsageAfter};
 pub use db::sqlite_views_path;
+pub use domain::SubtreeUsage;
 use domain::{
     Deltas, Limit, ProjectId, ReservationId, ReservationStatus, ResourceName, Timestamp, UserId,
     DEFAULTS_STREAM,
@@ -62,7 +63,6 @@ pub use limits::{
     DEFAULT_AUDIT_PAGE, DEFAULT_PROJECT_PAGE, DEFAULT_RESERVATION_PAGE, MAX_AUDIT_PAGE,
     MAX_PROJECT_PAGE, MAX_RESERVATION_PAGE,
 };
-pub use tree::SubtreeUsage;
 
 /// The views this crate maintains, by name (as in `/v1/admin/projections/{name}/rebuild`).
 pub const PROJECTION_NAMES: [&str; 2] = ["usage", "audit"];

@@ -8,7 +8,7 @@ use domain::{shown_usage, Defaults, ProjectId, ProjectState, Timestamp, UserId, 
 use ledger::store::MAX_READ_COUNT;
 use ledger::{EventStore, Position, RecordedEvent};
 
-use crate::tree::SubtreeUsage;
+use crate::tree::subtree_at;
 use crate::usage::resource_usage;
 use crate::{ProjectionError, UsageReport};
 
@@ -68,7 +68,7 @@ pub(crate) async fn usage_at(
         Some(user) => state.user_usage_all(user, &defaults, at),
     };
     let subtree = match user {
-        None => SubtreeUsage::of(&state, usage.keys().cloned(), at),
+        None => subtree_at(&state, usage.keys().cloned(), at),
         Some(_) => None,
     };
     let resources = shown_usage(usage)

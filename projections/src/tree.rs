@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use domain::{ProjectId, ProjectState, ResourceName, Timestamp, Usage, MAX_ANCESTORS};
+use domain::{ProjectId, ProjectState, ResourceName, SubtreeUsage, Timestamp, MAX_ANCESTORS};
 use sqlx::QueryBuilder;
 
 use crate::checkpoint::AUDIT;
@@ -16,46 +16,14 @@ use crate::projects::{decode_cursor, encode_cursor, ABOVE_EVERY_ID};
 use crate::tables::{on_tx, Tx};
 use crate::{Inner, ProjectPage, ProjectQuery, ProjectionError};
 
-/// A project's subtree usage (the project's and all its descendants'), and each child's.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SubtreeUsage {
-    /// Per resource the project or any descendant has (a limit, usage or a hold).
-    pub subtree: BTreeMap<ResourceName, Usage>,
-    /// Each child's subtree usage, over the same resources.
-    pub children: BTreeMap<ProjectId, BTreeMap<ResourceName, Usage>>,
-}
-
-impl SubtreeUsage {
-    /// The subtree of `state`'s project at `at`, over `shown` and the resources its
-    /// descendants use or hold; `None` for a project without descendants.
-    pub(crate) fn of(
-        state: &ProjectState,
-        shown: impl IntoIterator<Item = ResourceName>,
-        at: Timestamp,
-    ) -> Option<SubtreeUsage> {
-        let subtree = state.subtree();
-        if subtree.is_empty() {
-            return None;
-        }
-        let mut resources: BTreeSet<ResourceName> = shown.into_iter().collect();
-        resources.extend(subtree.resources().into_iter().cloned());
-        let root = &state.project;
-        let children = subtree
-            .children(root)
-            .map(|child| {
-                let usage = resources
-                    .iter()
-                    .map(|r| (r.clone(), subtree.branch_usage(root, child, r, at)))
-                    .collect();
-                (child.clone(), usage)
-            })
-            .collect();
-        let subtree = resources
-            .iter()
-            .map(|r| (r.clone(), state.subtree_usage(r, at)))
-            .collect();
-        Some(SubtreeUsage { subtree, children })
-    }
+/// The subtree of `state`'s project at `at`, over `shown` and the resources its descendants
+/// use or hold; `None` for a project without descendants.
+pub(crate) fn subtree_at(
+    state: &ProjectState,
+    shown: impl IntoIterator<Item = ResourceName>,
+    at: Timestamp,
+) -> Option<SubtreeUsage> {
+    (!state.subtree().is_empty()).then(|| state.subtree_report(shown, at))
 }
 
 impl Inner {

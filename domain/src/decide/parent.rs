@@ -119,11 +119,7 @@ fn over_limits(
     defaults: &Defaults,
     now: Timestamp,
 ) -> BTreeMap<ResourceName, ResourceStanding> {
-    let mut resources: Vec<ResourceName> =
-        state.subtree().resources().into_iter().cloned().collect();
-    resources.extend(state.usage_all(defaults, now).into_keys());
-    resources.sort();
-    resources.dedup();
+    let resources = state.subtree_resources(state.usage_all(defaults, now).into_keys());
     let mut below = BTreeMap::new();
     for resource in resources {
         let moving = state.subtree_usage(&resource, now);

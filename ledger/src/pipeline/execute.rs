@@ -89,27 +89,8 @@ impl Ledger {
                 for event in &events {
                     inner.state.apply(event, now);
                 }
-                if !events.is_empty() {
-                    self.cache.count_reservations(&slot, &inner.state);
-                }
                 let answer = answer.map(|outcome| Granted::of(outcome, &inner.state, &defaults));
-                let mut append = StreamAppend::new(
-                    stream.clone(),
-                    expected,
-                    events.iter().map(|e| event_data(e, meta, now)).collect(),
-                );
-                if !append.events.is_empty()
-                    && snapshot_due(
-                        &inner.state,
-                        inner.snapshot_version,
-                        self.config.snapshot_min_events,
-                    )
-                {
-                    // Rides with the append: stored only if these events are. Should they fail,
-                    // the slot is reloaded and `snapshot_version` read again.
-                    append.snapshot = inner.state.to_snapshot();
-                    inner.snapshot_version = inner.state.version;
-                }
+                let append = self.append_of(&slot, &mut inner, expected, &events, meta, now);
                 let fence = Fence {
                     slot: slot.clone(),
                     epoch,
@@ -202,6 +183,32 @@ impl Ledger {
             self.cache.count_reservations(slot, &inner.state);
         }
         Ok(inner)
+    }
+
+    /// The append of `events`, already applied to the slot's state, under the version that
+    /// state was read at (a bare version check when there are none). It carries a snapshot of
+    /// the state when one is due: stored only if these events are; should they fail, the slot
+    /// is reloaded and `snapshot_version` read again.
+    pub(super) fn append_of(
+        &self,
+        slot: &Slot,
+        inner: &mut SlotState,
+        expected: ExpectedVersion,
+        events: &[domain::Event],
+        meta: &Metadata,
+        now: domain::Timestamp,
+    ) -> StreamAppend {
+        let data = events.iter().map(|e| event_data(e, meta, now)).collect();
+        let mut append = StreamAppend::new(inner.state.project.stream(), expected, data);
+        if !events.is_empty() {
+            self.cache.count_reservations(slot, &inner.state);
+            let min_events = self.config.snapshot_min_events;
+            if snapshot_due(&inner.state, inner.snapshot_version, min_events) {
+                append.snapshot = inner.state.to_snapshot();
+                inner.snapshot_version = inner.state.version;
+            }
+        }
+        append
     }
 
     /// Records in the slot's state where its just-written events are stored, unless the slot

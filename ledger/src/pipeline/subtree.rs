@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use domain::{ProjectId, ResourceName, Usage};
+use domain::{ProjectId, ResourceName, SubtreeUsage, Usage};
 
 use super::{Ledger, LedgerError};
 
@@ -24,31 +24,17 @@ impl Ledger {
     pub async fn subtree(&self, project: &ProjectId) -> Result<SubtreeView, LedgerError> {
         let now = self.clock.now();
         self.read(project, |state, defaults| {
-            let subtree = state.subtree();
-            let mut resources: Vec<ResourceName> =
-                subtree.resources().into_iter().cloned().collect();
-            resources.extend(state.usage_all(defaults, now).into_keys());
-            resources.sort();
-            resources.dedup();
-            let root = &state.project;
-            let children = subtree
-                .children(root)
-                .map(|child| {
-                    let usage = resources
-                        .iter()
-                        .map(|r| (r.clone(), subtree.branch_usage(root, child, r, now)))
-                        .collect();
-                    (child.clone(), usage)
-                })
-                .collect();
+            let shown = state.usage_all(defaults, now).into_keys();
+            let SubtreeUsage { subtree, children } = state.subtree_report(shown, now);
             SubtreeView {
                 parent: state.parent.clone(),
-                subtree: resources
-                    .iter()
-                    .map(|r| (r.clone(), state.subtree_usage(r, now)))
-                    .collect(),
+                subtree,
                 children,
-                descendants: subtree.members().map(|(id, _)| id.clone()).collect(),
+                descendants: state
+                    .subtree()
+                    .members()
+                    .map(|(id, _)| id.clone())
+                    .collect(),
             }
         })
         .await

@@ -25,9 +25,7 @@ use tokio::sync::MutexGuard;
 use super::answers::Granted;
 use super::appender::Fence;
 use super::cache::{Slot, SlotState};
-use super::encode::event_data;
 use super::execute::{Executed, Written};
-use super::load::snapshot_due;
 use super::{Ledger, LedgerError};
 use crate::store::{AppendResult, ExpectedVersion, Metadata, StreamAppend};
 
@@ -285,23 +283,14 @@ impl Ledger {
         meta: &Metadata,
         now: domain::Timestamp,
     ) -> Planned {
-        let mut appends = Vec::with_capacity(decided.len());
-        for (i, events) in decided.into_iter().enumerate() {
-            let project = &locked.projects[i];
-            let data = events.iter().map(|e| event_data(e, meta, now)).collect();
-            let mut append = StreamAppend::new(project.stream(), expected[i], data);
-            let inner = &mut locked.guards[i];
-            if !events.is_empty() {
-                self.cache
-                    .count_reservations(&locked.fences[i].0, &inner.state);
-                let min_events = self.config.snapshot_min_events;
-                if snapshot_due(&inner.state, inner.snapshot_version, min_events) {
-                    append.snapshot = inner.state.to_snapshot();
-                    inner.snapshot_version = inner.state.version;
-                }
-            }
-            appends.push(append);
-        }
+        let appends = decided
+            .iter()
+            .enumerate()
+            .map(|(i, events)| {
+                let slot = &locked.fences[i].0;
+                self.append_of(slot, &mut locked.guards[i], expected[i], events, meta, now)
+            })
+            .collect();
         let fences = locked
             .fences
             .iter()
