@@ -138,9 +138,11 @@ enum Field {
     AuditUser,
     ParentBody,
     ParentPath,
+    HistoryQuery,
+    HistoryPath,
 }
 
-const FIELDS: [Field; 34] = [
+const FIELDS: [Field; 36] = [
     Field::ReserveActor,
     Field::ReserveRequestId,
     Field::ReserveResource,
@@ -175,6 +177,8 @@ const FIELDS: [Field; 34] = [
     Field::AuditUser,
     Field::ParentBody,
     Field::ParentPath,
+    Field::HistoryQuery,
+    Field::HistoryPath,
 ];
 
 fn encode_component(s: &str) -> String {
@@ -344,7 +348,9 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
         | Field::NovaProjectPath
         | Field::UserLimitsGetPath
         | Field::UserUsagePath
-        | Field::AuditUser => {
+        | Field::AuditUser
+        | Field::HistoryQuery
+        | Field::HistoryPath => {
             // A URI past a few kilobytes is refused by the client before it is sent.
             let s = text.as_str().filter(|s| s.len() <= 2_000)?;
             let s = encode_component(s);
@@ -367,6 +373,10 @@ async fn send_case(api: &Api, field: Field, text: &Text, case: usize) -> Option<
                 Field::UserLimitsGetPath => format!("/v1/projects/{project}/users/{s}/limits"),
                 Field::UserUsagePath => format!("/v1/projects/{project}/users/{s}/usage"),
                 Field::AuditUser => format!("/v1/projects/{project}/audit?user={s}"),
+                Field::HistoryQuery => format!(
+                    "/v1/projects/{project}/usage/history?resource={s}&since={s}&until={s}&step={s}"
+                ),
+                Field::HistoryPath => format!("/v1/projects/{s}/usage/history?resource={s}"),
                 Field::DefaultsAuditQuery => format!(
                     "/v1/defaults/audit?actor={s}&type={s}&reservation={s}&cursor={s}&principal={s}"
                 ),

@@ -295,6 +295,9 @@ impl From<ProjectionError> for ApiError {
                 ApiError::NotFound(format!("no projection named {:?}", truncate(&name)))
             }
             ProjectionError::InvalidCursor => ApiError::InvalidRequest("invalid cursor".into()),
+            too_many @ ProjectionError::TooManyPoints(_) => {
+                ApiError::InvalidRequest(too_many.to_string())
+            }
             ProjectionError::Timeout {
                 wanted, reached, ..
             } => ApiError::NotCaughtUp { wanted, reached },

@@ -11,8 +11,8 @@ use self::contract::Contract;
 
 use crate::problem::{ProblemCode, ProblemDocument};
 use crate::routes::{
-    admin, audit, corrections, defaults, limits, parent, projects, reservation_list, reservations,
-    service, usage, users,
+    admin, audit, corrections, defaults, history, limits, parent, projects, reservation_list,
+    reservations, service, usage, users,
 };
 
 #[derive(OpenApi)]
@@ -43,6 +43,7 @@ use crate::routes::{
         reservations::release,
         projects::list_projects,
         usage::get_usage,
+        history::get_history,
         corrections::correct_usage,
         audit::get_audit,
         audit::get_defaults_audit,

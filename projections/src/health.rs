@@ -65,6 +65,7 @@ fn reason(error: &ProjectionError) -> String {
         ProjectionError::UnknownProjection(_)
         | ProjectionError::Outdated(_)
         | ProjectionError::InvalidCursor
+        | ProjectionError::TooManyPoints(_)
         | ProjectionError::Timeout { .. } => "a view batch failed; retrying".into(),
     }
 }

@@ -13,7 +13,8 @@
 //! - `checkpoint`: applying a batch to the live views and their checkpoints in one
 //!   transaction; `follower`: doing that whenever the feed moves.
 //! - `usage`, `audit`, `reservations`, `projects`: the queries (a project's reservations and
-//!   the projects are listed from the audit view); `point_in_time`: usage at a past instant, replayed from the
+//!   the projects are listed from the audit view); `history`: one resource's usage over time,
+//!   from the audit view's entries; `point_in_time`: usage at a past instant, replayed from the
 //!   streams with the domain's fold.
 //! - [`limits`]: the read side's bounds (batches, pages, timings), in one place.
 //! - `feed`: the views' only reader of the events (`EventStore::read_feed`, the codec).
@@ -32,6 +33,7 @@ mod feed;
 mod fold;
 mod follower;
 mod health;
+mod history;
 pub mod limits;
 mod paging;
 mod point_in_time;
@@ -58,10 +60,11 @@ use domain::{
     DEFAULTS_STREAM,
 };
 pub use health::ViewHealth;
+pub use history::{step_instants, History, HistoryPoint, HistoryQuery};
 use ledger::{EventStore, Position, StoreError};
 pub use limits::{
     DEFAULT_AUDIT_PAGE, DEFAULT_PROJECT_PAGE, DEFAULT_RESERVATION_PAGE, MAX_AUDIT_PAGE,
-    MAX_PROJECT_PAGE, MAX_RESERVATION_PAGE,
+    MAX_HISTORY_POINTS, MAX_PROJECT_PAGE, MAX_RESERVATION_PAGE,
 };
 
 /// The views this crate maintains, by name (as in `/v1/admin/projections/{name}/rebuild`).
@@ -75,6 +78,9 @@ pub enum ProjectionError {
     UnknownProjection(String),
     #[error("invalid cursor")]
     InvalidCursor,
+    /// A usage history's step cuts its range into more points than it may answer.
+    #[error("the step cuts the range into more than {0} points")]
+    TooManyPoints(usize),
     #[error("projection {name} reached position {reached}, not {wanted}, within the timeout")]
     Timeout {
         name: String,
@@ -370,6 +376,15 @@ impl Projections {
         query: &AuditQuery,
     ) -> Result<AuditPage, ProjectionError> {
         self.inner.audit(project.as_str(), query).await
+    }
+
+    /// One resource's usage over time, from the audit view (see `history`).
+    pub async fn history(
+        &self,
+        project: &ProjectId,
+        query: &HistoryQuery,
+    ) -> Result<History, ProjectionError> {
+        self.inner.history(project, query).await
     }
 
     /// A project's reservations, in the order they were made, a page at a time.

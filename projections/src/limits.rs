@@ -59,6 +59,11 @@ pub const MAX_PROJECT_PAGE: usize = 1000;
 /// Project ids a page returns when the query names no `limit`.
 pub const DEFAULT_PROJECT_PAGE: usize = 100;
 
+/// Most points a usage history answers (SPEC: "at most 1,000 points"): its instants are listed
+/// only while they fit, else the range is cut by a step that fits, so its cost is bounded
+/// however long the project's history.
+pub const MAX_HISTORY_POINTS: usize = 1000;
+
 /// Most reservations one page of a project's reservation list returns.
 pub const MAX_RESERVATION_PAGE: usize = 1000;
 
@@ -98,6 +103,8 @@ const _: () = assert!(DEFAULT_AUDIT_PAGE <= MAX_AUDIT_PAGE && MAX_AUDIT_PAGE <= 
 const _: () = assert!(DEFAULT_RESERVATION_PAGE <= MAX_RESERVATION_PAGE);
 const _: () = assert!(1 <= DEFAULT_PROJECT_PAGE && DEFAULT_PROJECT_PAGE <= MAX_PROJECT_PAGE);
 const _: () = assert!(MAX_RESERVATION_PAGE < SCAN_RESERVATIONS);
+// A history has room for at least its first and last points.
+const _: () = assert!(2 <= MAX_HISTORY_POINTS);
 // A multi-row statement of at most 12 parameters a row stays under SQLite's 32,766 parameters
 // and PostgreSQL's 65,535.
 const _: () = assert!(ROWS_PER_STATEMENT * 12 <= 32_766);

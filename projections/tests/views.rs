@@ -7,6 +7,8 @@ mod common;
 
 #[path = "views/audit.rs"]
 mod audit;
+#[path = "views/history.rs"]
+mod history;
 #[path = "views/repair.rs"]
 mod repair;
 #[path = "views/replay.rs"]
@@ -23,6 +25,9 @@ use ledger::{Clock, EventStore, ManualClock};
 use projections::{AuditQuery, ProjectionError, Projections};
 
 use audit::audit_pages_and_filters;
+use history::{
+    history_is_bounded_and_sees_unrecorded_expiries, history_points_equal_point_in_time_usage,
+};
 use repair::{
     a_corrupted_row_is_reported_by_verify_and_repaired_by_rebuild,
     a_crash_between_view_update_and_checkpoint_loses_and_repeats_nothing,
@@ -47,6 +52,8 @@ on_every_backend!(
     point_in_time_usage_matches_a_replay_cut_there,
     audit_pages_and_filters,
     a_waiting_reader_does_not_wait_for_events_to_gather,
+    history_points_equal_point_in_time_usage,
+    history_is_bounded_and_sees_unrecorded_expiries,
 );
 
 /// Two nodes on one PostgreSQL database: two ledgers append concurrently (so commits

@@ -245,6 +245,18 @@ doc_schema!(
 );
 
 doc_schema!(
+    /// A usage history's `step`.
+    HistoryStepSchema,
+    "HistoryStep",
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .description(Some("Seconds between points (at most 1,000 points)"))
+        .minimum(Some(1))
+        .maximum(Some(crate::routes::history::MAX_STEP_SECONDS))
+        .into()
+);
+
+doc_schema!(
     /// The project list's page size.
     ProjectPageSizeSchema,
     "ProjectPageSize",

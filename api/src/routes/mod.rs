@@ -5,6 +5,7 @@ pub mod admin;
 pub mod audit;
 pub mod corrections;
 pub mod defaults;
+pub mod history;
 pub mod limits;
 pub mod nova;
 pub mod parent;

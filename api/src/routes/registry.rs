@@ -3,7 +3,7 @@
 
 use super::table::{Query, Routes, Rule, Verb};
 use super::{
-    admin, audit, corrections, defaults, limits, nova, parent, projects, reservation_list,
+    admin, audit, corrections, defaults, history, limits, nova, parent, projects, reservation_list,
     reservations, service, usage, users,
 };
 
@@ -144,6 +144,13 @@ pub fn routes() -> Routes {
             Rule::ProjectRead,
             ReadsQuery,
             usage::get_usage,
+        )
+        .add(
+            Get,
+            "/v1/projects/{p}/usage/history",
+            Rule::ProjectRead,
+            ReadsQuery,
+            history::get_history,
         )
         .add(
             Post,

@@ -1,0 +1,421 @@
+//! A project's usage of one resource over time (`GET /v1/projects/{p}/usage/history`), from
+//! the audit view alone: every entry carries the usage its event left behind (`usage_after`),
+//! and the limits entries the effective limits they set.
+//!
+//! Each point is the usage as `usage?at=` replays it at that instant:
+//! - in_use and reserved: the last entry at or before the instant that reports the resource
+//!   (denials report what they were judged on, which is the same, so they are skipped), less
+//!   the holds that were held then and passed their expiry between that entry and the instant
+//!   (a hold stops counting at its expiry, whether or not an event records it);
+//! - the limit: the project's override if its last limits entry set one, else the defaults
+//!   then, else unlimited.
+//!
+//! A point costs one or two index seeks, and the instants are bounded ([`MAX_HISTORY_POINTS`]),
+//! so the answer's cost does not grow with the project's history: without a `step`, the changes
+//! are listed only while they fit, and a longer range is bucketed by a step that fits.
+
+use domain::{Deltas, Limit, ProjectId, ResourceName, Timestamp, DEFAULTS_STREAM};
+use ledger::Position;
+
+use crate::checkpoint::AUDIT;
+use crate::fold::{parse_deltas, parse_limits, parse_usage_after};
+use crate::limits::MAX_HISTORY_POINTS;
+use crate::tables::{on_tx, Tx};
+use crate::{Inner, ProjectionError};
+
+/// What to chart: one resource of a project, from `since` (default: the project's first event)
+/// to `until`, at every change or every `step_ms`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryQuery {
+    pub resource: ResourceName,
+    pub since: Option<Timestamp>,
+    pub until: Timestamp,
+    /// Bucket width in milliseconds (at least 1); `None`: one point per change.
+    pub step_ms: Option<i64>,
+}
+
+/// The usage of the resource at one instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryPoint {
+    pub at: Timestamp,
+    pub in_use: i64,
+    pub reserved: i64,
+    pub limit: Limit,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct History {
+    pub project: ProjectId,
+    pub resource: ResourceName,
+    /// In time order; the first at `since`, the last at `until`.
+    pub points: Vec<HistoryPoint>,
+    /// The global position of the audit view the points were read at.
+    pub position: Position,
+}
+
+/// The instants of a range cut by a step: `since`, every `step_ms` after it, and `until`;
+/// `None` when that is more than [`MAX_HISTORY_POINTS`].
+pub fn step_instants(since_ms: i64, until_ms: i64, step_ms: i64) -> Option<Vec<i64>> {
+    assert!(step_ms >= 1 && since_ms <= until_ms);
+    let span_ms = until_ms - since_ms;
+    let steps = span_ms / step_ms + i64::from(span_ms % step_ms != 0);
+    if usize::try_from(steps).ok()? >= MAX_HISTORY_POINTS {
+        return None;
+    }
+    let mut instants: Vec<i64> = (0..steps).map(|k| since_ms + k * step_ms).collect();
+    instants.push(until_ms);
+    Some(instants)
+}
+
+/// The smallest step that cuts the range into at most [`MAX_HISTORY_POINTS`] points.
+fn fitting_step_ms(since_ms: i64, until_ms: i64) -> i64 {
+    let buckets = i64::try_from(MAX_HISTORY_POINTS - 1).unwrap_or(i64::MAX);
+    ((until_ms - since_ms) / buckets + 1).max(1)
+}
+
+impl Inner {
+    pub(crate) async fn history(
+        &self,
+        project: &ProjectId,
+        query: &HistoryQuery,
+    ) -> Result<History, ProjectionError> {
+        let until_ms = query.until.timestamp_millis();
+        let mut tx = self.db.begin_read().await?;
+        let head = tx.head(AUDIT).await?;
+        let reader = Reader {
+            generation: head.generation,
+            project: project.as_str(),
+            needle: format!("\"{}\":", query.resource),
+        };
+        let since_ms = match query.since {
+            Some(since) => since.timestamp_millis(),
+            None => reader.first_at_ms(&mut tx).await?.unwrap_or(until_ms),
+        }
+        .min(until_ms);
+        let limits = LimitTimeline {
+            overrides: reader.overrides(&mut tx, &query.resource, until_ms).await?,
+            defaults: reader.defaults(&mut tx, &query.resource, until_ms).await?,
+        };
+        let instants = match query.step_ms {
+            Some(step_ms) => step_instants(since_ms, until_ms, step_ms)
+                .ok_or(ProjectionError::TooManyPoints(MAX_HISTORY_POINTS))?,
+            None => {
+                reader
+                    .change_instants(&mut tx, &limits, since_ms, until_ms)
+                    .await?
+            }
+        };
+        let mut points = Vec::with_capacity(instants.len());
+        let mut last: Option<Reported> = None;
+        for &at_ms in instants.iter().rev() {
+            // The last report at or before a later instant serves an earlier one it precedes.
+            if last.as_ref().is_none_or(|r| r.at_ms > at_ms) {
+                last = reader.reported_at(&mut tx, &query.resource, at_ms).await?;
+            }
+            let (in_use, reserved) = match &last {
+                None => (0, 0),
+                Some(report) => {
+                    let lapsed = reader
+                        .lapsed(&mut tx, &query.resource, report.at_ms, at_ms)
+                        .await?;
+                    (report.in_use, report.reserved.saturating_sub(lapsed).max(0))
+                }
+            };
+            points.push(HistoryPoint {
+                at: chrono::DateTime::from_timestamp_millis(at_ms).unwrap_or_default(),
+                in_use,
+                reserved,
+                limit: limits.at(at_ms),
+            });
+        }
+        tx.rollback().await?;
+        points.reverse();
+        Ok(History {
+            project: project.clone(),
+            resource: query.resource.clone(),
+            points,
+            position: head.position,
+        })
+    }
+}
+
+/// The usage an entry reported for the resource, and when.
+struct Reported {
+    at_ms: i64,
+    in_use: i64,
+    reserved: i64,
+}
+
+/// The effective limit of one resource over time.
+struct LimitTimeline {
+    /// `(at_ms, override)`: the project's override of the resource from then on (`None`: reset).
+    overrides: Vec<(i64, Option<i64>)>,
+    /// `(at_ms, default)`: the resource's default from then on.
+    defaults: Vec<(i64, i64)>,
+}
+
+impl LimitTimeline {
+    fn at(&self, at_ms: i64) -> Limit {
+        let last_before = |times: &[i64]| times.partition_point(|t| *t <= at_ms).checked_sub(1);
+        let override_times: Vec<i64> = self.overrides.iter().map(|(t, _)| *t).collect();
+        let default_times: Vec<i64> = self.defaults.iter().map(|(t, _)| *t).collect();
+        let overridden = last_before(&override_times).and_then(|i| self.overrides[i].1);
+        let default = last_before(&default_times).map(|i| self.defaults[i].1);
+        overridden
+            .or(default)
+            .and_then(|l| Limit::new(l).ok())
+            .unwrap_or(Limit::UNLIMITED)
+    }
+
+    fn instants(&self) -> impl Iterator<Item = i64> + '_ {
+        let overrides = self.overrides.iter().map(|(t, _)| *t);
+        overrides.chain(self.defaults.iter().map(|(t, _)| *t))
+    }
+}
+
+/// The queries of one history, on one generation of the audit view.
+struct Reader<'a> {
+    generation: i64,
+    project: &'a str,
+    /// The resource as a key of the entries' JSON (`"cores":`): names are of the id alphabet,
+    /// which JSON never escapes.
+    needle: String,
+}
+
+/// The SQL of a substring test on each backend.
+fn contains(tx: &Tx, column: &str, parameter: &str) -> String {
+    match tx {
+        Tx::Sqlite(_) => format!("instr({column}, {parameter}) > 0"),
+        Tx::Postgres(_) => format!("strpos({column}, {parameter}) > 0"),
+    }
+}
+
+/// The held amount of a resource in a reservation's deltas (negative deltas hold nothing).
+fn held(deltas: Option<&str>, resource: &ResourceName) -> i64 {
+    deltas
+        .and_then(parse_deltas)
+        .map_or(0, |d: Deltas| d.get(resource).max(0))
+}
+
+impl Reader<'_> {
+    async fn first_at_ms(&self, tx: &mut Tx) -> Result<Option<i64>, ProjectionError> {
+        Ok(on_tx!(tx, |c, DB| sqlx::query_scalar(
+            "SELECT MIN(at_ms) FROM audit_entries WHERE generation = $1 AND project = $2"
+        )
+        .bind(self.generation)
+        .bind(self.project)
+        .fetch_one(&mut *c)
+        .await?))
+    }
+
+    /// The project's limits entries naming the resource, up to `until_ms`, in order.
+    async fn overrides(
+        &self,
+        tx: &mut Tx,
+        resource: &ResourceName,
+        until_ms: i64,
+    ) -> Result<Vec<(i64, Option<i64>)>, ProjectionError> {
+        let rows = self
+            .limits_entries(tx, self.project, "LimitsSet", "LimitsReset", until_ms)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(at_ms, event_type, before, after)| {
+                let after = after.as_deref().and_then(parse_limits).unwrap_or_default();
+                let before = before.as_deref().and_then(parse_limits).unwrap_or_default();
+                match event_type.as_str() {
+                    "LimitsSet" => after.get(resource).map(|l| (at_ms, Some(*l))),
+                    _ => (before.contains_key(resource) || after.contains_key(resource))
+                        .then_some((at_ms, None)),
+                }
+            })
+            .collect())
+    }
+
+    /// The defaults' entries setting the resource, up to `until_ms`, in order.
+    async fn defaults(
+        &self,
+        tx: &mut Tx,
+        resource: &ResourceName,
+        until_ms: i64,
+    ) -> Result<Vec<(i64, i64)>, ProjectionError> {
+        let rows = self
+            .limits_entries(
+                tx,
+                DEFAULTS_STREAM,
+                "DefaultLimitsSet",
+                "DefaultLimitsSet",
+                until_ms,
+            )
+            .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(at_ms, _, _, after)| {
+                let after = after.as_deref().and_then(parse_limits)?;
+                after.get(resource).map(|l| (at_ms, *l))
+            })
+            .collect())
+    }
+
+    async fn limits_entries(
+        &self,
+        tx: &mut Tx,
+        owner: &str,
+        type_a: &str,
+        type_b: &str,
+        until_ms: i64,
+    ) -> Result<LimitsRows, ProjectionError> {
+        Ok(on_tx!(tx, |c, DB| sqlx::query_as(
+            "SELECT at_ms, event_type, before_values, after_values FROM audit_entries \
+             WHERE generation = $1 AND project = $2 AND event_type IN ($3, $4) AND at_ms <= $5 \
+             ORDER BY at_ms, position"
+        )
+        .bind(self.generation)
+        .bind(owner)
+        .bind(type_a)
+        .bind(type_b)
+        .bind(until_ms)
+        .fetch_all(&mut *c)
+        .await?))
+    }
+
+    /// `since`, every instant in `(since, until]` at which the resource's usage or limit moved,
+    /// and `until`; or, when they are more than [`MAX_HISTORY_POINTS`], the range cut by the
+    /// smallest step that fits.
+    async fn change_instants(
+        &self,
+        tx: &mut Tx,
+        limits: &LimitTimeline,
+        since_ms: i64,
+        until_ms: i64,
+    ) -> Result<Vec<i64>, ProjectionError> {
+        let fitting = || {
+            step_instants(since_ms, until_ms, fitting_step_ms(since_ms, until_ms))
+                .ok_or(ProjectionError::TooManyPoints(MAX_HISTORY_POINTS))
+        };
+        let bound = i64::try_from(MAX_HISTORY_POINTS).unwrap_or(i64::MAX);
+        let reported: Vec<i64> = {
+            let sql = format!(
+                "SELECT DISTINCT at_ms FROM audit_entries WHERE generation = $1 AND project = $2 \
+                 AND at_ms > $3 AND at_ms <= $4 AND event_type <> 'ReservationDenied' AND {} \
+                 ORDER BY at_ms LIMIT $6",
+                contains(tx, "usage_after", "$5")
+            );
+            on_tx!(tx, |c, DB| sqlx::query_scalar(&sql)
+                .bind(self.generation)
+                .bind(self.project)
+                .bind(since_ms)
+                .bind(until_ms)
+                .bind(&self.needle)
+                .bind(bound)
+                .fetch_all(&mut *c)
+                .await?)
+        };
+        if reported.len() >= MAX_HISTORY_POINTS {
+            return fitting();
+        }
+        let lapses = self.lapse_instants(tx, since_ms, until_ms, bound).await?;
+        let mut instants = vec![since_ms, until_ms];
+        instants.extend(reported);
+        instants.extend(lapses);
+        instants.extend(limits.instants().filter(|t| *t > since_ms));
+        instants.sort_unstable();
+        instants.dedup();
+        if instants.len() > MAX_HISTORY_POINTS {
+            return fitting();
+        }
+        Ok(instants)
+    }
+
+    /// The expiries in `(since, until]` of holds of the resource that were still held when
+    /// they expired.
+    async fn lapse_instants(
+        &self,
+        tx: &mut Tx,
+        since_ms: i64,
+        until_ms: i64,
+        bound: i64,
+    ) -> Result<Vec<i64>, ProjectionError> {
+        let sql = format!(
+            "SELECT r.expires_at_ms FROM audit_entries r WHERE r.generation = $1 \
+             AND r.project = $2 AND r.expires_at_ms > $3 AND r.expires_at_ms <= $4 AND {} \
+             AND NOT EXISTS (SELECT 1 FROM audit_entries e WHERE e.generation = $1 \
+             AND e.reservation_id = r.reservation_id AND e.project = $2 \
+             AND e.event_type IN ('ReservationCommitted', 'ReservationReleased') \
+             AND e.at_ms < r.expires_at_ms) ORDER BY r.expires_at_ms LIMIT $6",
+            contains(tx, "r.deltas", "$5")
+        );
+        Ok(on_tx!(tx, |c, DB| sqlx::query_scalar(&sql)
+            .bind(self.generation)
+            .bind(self.project)
+            .bind(since_ms)
+            .bind(until_ms)
+            .bind(&self.needle)
+            .bind(bound)
+            .fetch_all(&mut *c)
+            .await?))
+    }
+
+    /// The last entry at or before `at_ms` that reports the resource's usage.
+    async fn reported_at(
+        &self,
+        tx: &mut Tx,
+        resource: &ResourceName,
+        at_ms: i64,
+    ) -> Result<Option<Reported>, ProjectionError> {
+        let sql = format!(
+            "SELECT at_ms, usage_after FROM audit_entries WHERE generation = $1 AND project = $2 \
+             AND at_ms <= $3 AND event_type <> 'ReservationDenied' AND {} \
+             ORDER BY at_ms DESC, position DESC LIMIT 1",
+            contains(tx, "usage_after", "$4")
+        );
+        let row: Option<(i64, String)> = on_tx!(tx, |c, DB| sqlx::query_as(&sql)
+            .bind(self.generation)
+            .bind(self.project)
+            .bind(at_ms)
+            .bind(&self.needle)
+            .fetch_optional(&mut *c)
+            .await?);
+        Ok(row.and_then(|(at_ms, usage_after)| {
+            let usage = *parse_usage_after(&usage_after).get(resource)?;
+            Some(Reported {
+                at_ms,
+                in_use: usage.in_use,
+                reserved: usage.reserved,
+            })
+        }))
+    }
+
+    /// The resource held by holds that were held at `reported_ms` and expired by `at_ms`.
+    async fn lapsed(
+        &self,
+        tx: &mut Tx,
+        resource: &ResourceName,
+        reported_ms: i64,
+        at_ms: i64,
+    ) -> Result<i64, ProjectionError> {
+        if at_ms <= reported_ms {
+            return Ok(0);
+        }
+        let deltas: Vec<Option<String>> = on_tx!(tx, |c, DB| sqlx::query_scalar(
+            "SELECT r.deltas FROM audit_entries r WHERE r.generation = $1 AND r.project = $2 \
+             AND r.expires_at_ms > $3 AND r.expires_at_ms <= $4 AND r.at_ms <= $3 \
+             AND NOT EXISTS (SELECT 1 FROM audit_entries e WHERE e.generation = $1 \
+             AND e.reservation_id = r.reservation_id AND e.project = $2 \
+             AND e.event_type IN ('ReservationCommitted', 'ReservationReleased') \
+             AND e.at_ms <= $3)"
+        )
+        .bind(self.generation)
+        .bind(self.project)
+        .bind(reported_ms)
+        .bind(at_ms)
+        .fetch_all(&mut *c)
+        .await?);
+        Ok(deltas
+            .iter()
+            .map(|d| held(d.as_deref(), resource))
+            .fold(0i64, i64::saturating_add))
+    }
+}
+
+type LimitsRows = Vec<(i64, String, Option<String>, Option<String>)>;
