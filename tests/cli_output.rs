@@ -352,3 +352,74 @@ async fn reserve_dry_run_prints_the_verdict_and_holds_nothing() {
         .await
         .assert_status(201);
 }
+
+/// `quota usage --history` (SPEC "Command line"): a sparkline per resource with its min, max,
+/// last value and limit, or with `--json` the server's histories as one array; and a page of
+/// `quota audit` says how to follow a reservation it lists.
+#[tokio::test]
+async fn usage_history_prints_a_sparkline_per_resource() {
+    let store = sqlite_store();
+    let server = Server::start(&store);
+    let api = server.client();
+    let url = server.url.clone();
+    api.set_defaults(json!({"instances": 10, "cores": 20}))
+        .await;
+    let mut last = String::new();
+    for n in 1..=3 {
+        let held = api
+            .reserve("acme", json!({"instances": n, "cores": 1}))
+            .await;
+        last = held.assert_status(201)["reservation_id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+    }
+    api.release("acme", &last).await.assert_status(200);
+
+    let table = ok_out(&url, &["usage", "acme", "--history"]).await;
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|line| line.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row: {table}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    // RESOURCE, the sparkline, MIN, MAX, NOW (in_use+reserved), LIMIT.
+    let instances = row("instances");
+    assert_eq!(instances[1].chars().count(), 40, "{table}");
+    assert!(
+        instances[1].chars().all(|c| ('▁'..='█').contains(&c)),
+        "{table}"
+    );
+    assert_eq!(&instances[2..], ["1", "6", "0+3", "10"], "{table}");
+    assert_eq!(&row("cores")[2..], ["1", "3", "0+2", "20"], "{table}");
+
+    let only = ok_out(&url, &["usage", "acme", "--history", "--resource", "cores"]).await;
+    assert!(
+        only.contains("cores") && !only.contains("instances"),
+        "{only}"
+    );
+    let json = json_of(&ok_out(&url, &["--json", "usage", "acme", "--history"]).await);
+    let resources: Vec<&Value> = json
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|h| &h["resource"])
+        .collect();
+    assert_eq!(resources, [&json!("cores"), &json!("instances")], "{json}");
+
+    let (ok, _, err) = cli(
+        &url,
+        &["usage", "acme", "--history", "--at", "2026-01-01T00:00:00Z"],
+    )
+    .await;
+    assert!(!ok && err.contains("--at"), "{err}");
+
+    let page = ok_out(&url, &["audit", "acme", "--reservation", &last]).await;
+    assert!(
+        page.contains(&format!("quota reservation acme {last}")),
+        "{page}"
+    );
+}

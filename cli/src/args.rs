@@ -146,6 +146,16 @@ pub enum Command {
         /// Wait until the view reflects this position.
         #[arg(long)]
         min_position: Option<u64>,
+        /// Usage over time instead: a sparkline per resource of in_use + reserved, with its
+        /// min and max, from `--since` (default: the project's first event) to now.
+        #[arg(long, conflicts_with_all = ["user", "at"])]
+        history: bool,
+        /// With `--history`: only this resource (repeat for more); default: every resource.
+        #[arg(long, requires = "history")]
+        resource: Vec<String>,
+        /// With `--history`: RFC 3339 time of the first point.
+        #[arg(long, requires = "history")]
+        since: Option<String>,
     },
     /// A project's audit trail; with `--subtree`, its descendants' too.
     Audit(AuditArgs),

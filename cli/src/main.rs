@@ -10,6 +10,7 @@
 
 mod args;
 mod error;
+mod history;
 mod limits;
 mod output;
 mod pages;
@@ -136,9 +137,25 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Reservations(args) => reservations::list(&client()?, out, args).await,
         Command::Usage {
             project,
+            min_position,
+            history: true,
+            resource,
+            since,
+            ..
+        } => {
+            let args = history::HistoryArgs {
+                resources: resource,
+                since,
+                min_position,
+            };
+            history::usage_history(&client()?, out, project.as_str(), args).await
+        }
+        Command::Usage {
+            project,
             user,
             at,
             min_position,
+            ..
         } => {
             let query = UsageQuery { at, min_position };
             views::usage(&client()?, out, project.as_str(), user.as_deref(), &query).await

@@ -45,7 +45,12 @@ pub async fn audit(client: &Client, out: Output, args: AuditArgs) -> Result<(), 
     if !args.pages.all {
         let answer = client.audit(of, &query).await?;
         out.print(&answer, |page| {
-            audit_table(&page.entries, query.subtree, page.next.as_deref())
+            let table = audit_table(&page.entries, query.subtree, page.next.as_deref());
+            // A page is read by people; `--all` stays one table, for tools.
+            match reservation_hint(&page.entries) {
+                Some(hint) => format!("{table}\n{hint}"),
+                None => table,
+            }
         });
         return Ok(());
     }
@@ -201,4 +206,17 @@ fn audit_table(entries: &[AuditEntry], subtree: bool, next: Option<&str>) -> Str
         out.push_str(&format!("\n(more: --cursor {next})"));
     }
     out
+}
+
+/// How to follow a RESERVATION of the table, with the first one as the example: its status
+/// with `quota reservation`, all its events with `quota audit --reservation`.
+fn reservation_hint(entries: &[AuditEntry]) -> Option<String> {
+    entries.iter().find_map(|entry| {
+        let id = entry.reservation_id?;
+        let project = entry.project.as_deref()?;
+        Some(format!(
+            "(a reservation's status: quota reservation {project} {id}; \
+             all its events: quota audit {project} --reservation {id})"
+        ))
+    })
 }

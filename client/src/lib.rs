@@ -18,9 +18,9 @@ use serde_json::Value;
 pub use problem::{ClientError, Problem};
 use wire::{
     AuditPage, AuditQuery, Correct, Corrections, DefaultLimits, DryRun, DryRunQuery,
-    EffectiveLimits, ParentOf, ProjectLimits, ProjectList, ProjectListQuery, ProjectionStatus,
-    Reservation, ReservationList, ReservationListQuery, Reserve, SetDefaults, SetLimits, SetParent,
-    Step, TransitionBody, Usage, UsageQuery,
+    EffectiveLimits, History, HistoryQuery, ParentOf, ProjectLimits, ProjectList, ProjectListQuery,
+    ProjectionStatus, Reservation, ReservationList, ReservationListQuery, Reserve, SetDefaults,
+    SetLimits, SetParent, Step, TransitionBody, Usage, UsageQuery,
 };
 
 /// How long one request may take, answer included.
@@ -260,6 +260,16 @@ impl Client {
         query: &UsageQuery,
     ) -> Result<Answer<Usage>, ClientError> {
         let path = format!("/v1/projects/{}/usage", segment(project));
+        self.call(Method::GET, &path, query, None::<&()>).await
+    }
+
+    /// One resource's in_use, reserved and limit over time.
+    pub async fn history(
+        &self,
+        project: &str,
+        query: &HistoryQuery,
+    ) -> Result<Answer<History>, ClientError> {
+        let path = format!("/v1/projects/{}/usage/history", segment(project));
         self.call(Method::GET, &path, query, None::<&()>).await
     }
 

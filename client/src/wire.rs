@@ -169,6 +169,42 @@ pub struct UsageQuery {
     pub min_position: Option<u64>,
 }
 
+/// The query of `GET /v1/projects/{project}/usage/history`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct HistoryQuery {
+    pub resource: String,
+    /// RFC 3339; the server's default is the project's first event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// RFC 3339; the server's default is now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// Seconds between points; without it, a point per change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_position: Option<u64>,
+}
+
+/// One resource's usage over time.
+#[derive(Debug, Clone, Deserialize)]
+pub struct History {
+    pub project: String,
+    pub resource: String,
+    /// In time order; the last is the state at `until`.
+    pub points: Vec<HistoryPoint>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct HistoryPoint {
+    /// RFC 3339 UTC.
+    pub at: String,
+    pub in_use: i64,
+    pub reserved: i64,
+    /// -1 is unlimited.
+    pub limit: i64,
+}
+
 /// The query of `GET /v1/projects/{project}/audit`.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct AuditQuery {
