@@ -71,7 +71,7 @@ fn history_table(project: &str, histories: &[History]) -> String {
                 sparkline(&history.points, SPARKLINE_COLUMNS),
                 used.iter().min().map_or_else(String::new, i64::to_string),
                 used.iter().max().map_or_else(String::new, i64::to_string),
-                last.map_or_else(String::new, |p| used_text(p)),
+                last.map_or_else(String::new, used_text),
                 last.map_or_else(String::new, |p| limit_text(p.limit)),
             ]
         })
