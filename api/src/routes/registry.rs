@@ -3,7 +3,7 @@
 
 use super::table::{Query, Routes, Rule, Verb};
 use super::{
-    admin, audit, corrections, defaults, limits, nova, parent, projects, reservation_list,
+    admin, audit, console, corrections, defaults, limits, nova, parent, projects, reservation_list,
     reservations, service, usage, users,
 };
 
@@ -238,4 +238,9 @@ pub fn routes() -> Routes {
             NoQuery,
             service::openapi,
         )
+        // The audit console: a page and its assets, which hold no data (the page asks for a
+        // token); not in the OpenAPI document.
+        .add(Get, "/ui", Rule::Public, NoQuery, console::redirect)
+        .add(Get, "/ui/", Rule::Public, NoQuery, console::index)
+        .add(Get, "/ui/{asset}", Rule::Public, NoQuery, console::file)
 }
