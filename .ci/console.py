@@ -106,8 +106,13 @@ def seed():
 
 
 def screenshot(driver, name):
+    """A PNG of the whole page (the window made as tall as the page, up to 4,000 px)."""
     path = os.path.join(OUT, f"{name}.png")
+    size = driver.get_window_size()
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(size["width"], min(max(height + 120, size["height"]), 4000))
     driver.save_screenshot(path)
+    driver.set_window_size(size["width"], size["height"])
     print(f"screenshot: {os.path.abspath(path)}")
 
 

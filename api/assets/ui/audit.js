@@ -36,7 +36,7 @@ export function auditTable(caption, project, entries) {
   const rows = entries.map((entry) => {
     const [cls, label] = marking(entry);
     const owner = typeof entry.project === 'string' ? entry.project : project;
-    const text = (value) => el('td', { text: value === null || value === undefined ? '' : String(value) });
+    const text = (value, cls) => el('td', { class: cls, text: value === null || value === undefined ? '' : String(value) });
     return el('tr', { class: `entry ${cls}`.trim(), 'data-type': entry.type, 'data-position': entry.position },
       el('td', { class: 'num', text: String(entry.position) }),
       el('td', { class: 'nowrap' }, el('time', { datetime: entry.at, text: timeText(entry.at) })),
@@ -47,14 +47,14 @@ export function auditTable(caption, project, entries) {
         ? link(hash(['p', owner, 'r', entry.reservation_id]), entry.reservation_id, { 'data-reservation': entry.reservation_id })
         : ''),
       el('td', {}, typeof entry.user === 'string' ? link(hash(['p', owner, 'u', entry.user]), entry.user) : ''),
-      text(deltasText(entry.deltas)),
+      text(deltasText(entry.deltas), 'wide'),
       text(entry.count),
-      text(changeText(entry) || (entry.descendant ? `descendant ${entry.descendant}` : '') || (entry.parent ? `parent ${entry.parent}` : '')),
+      text(changeText(entry) || (entry.descendant ? `descendant ${entry.descendant}` : '') || (entry.parent ? `parent ${entry.parent}` : ''), 'wide'),
       el('td', { class: 'client-text', 'data-field': 'actor', text: entry.actor ?? '' }),
       el('td', { class: 'client-text', 'data-field': 'principal', text: entry.principal ?? '' }),
       el('td', { class: 'client-text', 'data-field': 'request_id', text: entry.request_id ?? '' }),
       el('td', { class: 'client-text', 'data-field': 'reason', text: entry.reason ?? '' }),
-      text(usageText(entry.usage_after)));
+      text(usageText(entry.usage_after), 'wide'));
   });
   return table(caption, HEADERS, rows, { class: 'audit' });
 }

@@ -6,7 +6,7 @@ import { el, svg, limitText, timeText } from './dom.js';
 
 const W = 640;
 const H = 240;
-const M = { left: 56, right: 14, top: 14, bottom: 34 };
+const M = { left: 60, right: 16, top: 12, bottom: 38 };
 const PLOT_W = W - M.left - M.right;
 const PLOT_H = H - M.top - M.bottom;
 
@@ -106,8 +106,7 @@ export function chart(resource, points, onSelect) {
   axes.append(
     svg('line', { x1: M.left, x2: M.left + PLOT_W, y1: base, y2: base, class: 'axis' }),
     svg('line', { x1: M.left, x2: M.left, y1: M.top, y2: base, class: 'axis' }),
-    svg('text', { x: M.left + PLOT_W, y: H - 2, 'text-anchor': 'end', class: 'axis-label', text: 'time (UTC)' }),
-    svg('text', { x: 4, y: M.top - 2, class: 'axis-label', text: resource }));
+    svg('text', { x: M.left + PLOT_W, y: H - 1, 'text-anchor': 'end', class: 'axis-label', text: 'time (UTC)' }));
 
   // in_use: an area from the axis; reserved: stacked on top of it.
   const inUse = steps(xs, series((p) => p.in_use));
