@@ -44,7 +44,7 @@ export function auditTable(caption, project, entries) {
         label ? ' ' : null, entry.type),
       el('td', {}, owner === project ? owner : link(hash(['p', owner]), owner)),
       el('td', { class: 'id' }, entry.reservation_id
-        ? link(hash(['p', owner, 'r', entry.reservation_id]), entry.reservation_id, { 'data-reservation': entry.reservation_id })
+        ? link(hash(['p', typeof entry.descendant === 'string' ? entry.descendant : owner, 'r', entry.reservation_id]), entry.reservation_id, { 'data-reservation': entry.reservation_id })
         : ''),
       el('td', {}, typeof entry.user === 'string' ? link(hash(['p', owner, 'u', entry.user]), entry.user) : ''),
       text(deltasText(entry.deltas), 'wide'),
