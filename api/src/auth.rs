@@ -257,7 +257,14 @@ mod tests {
         assert_eq!(access(Method::GET, "/v1/admin/projections"), Access::Admin);
         let rebuild = "/v1/admin/projections/{name}/rebuild";
         assert_eq!(access(Method::POST, rebuild), Access::Admin);
-        for public in ["/healthz", "/metrics", "/openapi.json"] {
+        for public in [
+            "/healthz",
+            "/metrics",
+            "/openapi.json",
+            "/ui",
+            "/ui/",
+            "/ui/{asset}",
+        ] {
             assert_eq!(access(Method::GET, public), Access::Public);
         }
     }

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod audit;
+pub mod console;
 pub mod corrections;
 pub mod defaults;
 pub mod history;

@@ -3,8 +3,8 @@
 
 use super::table::{Query, Routes, Rule, Verb};
 use super::{
-    admin, audit, corrections, defaults, history, limits, nova, parent, projects, reservation_list,
-    reservations, service, usage, users,
+    admin, audit, console, corrections, defaults, history, limits, nova, parent, projects,
+    reservation_list, reservations, service, usage, users,
 };
 
 /// Every route of the API, each with the rule it needs and its use of a query string.
@@ -245,4 +245,9 @@ pub fn routes() -> Routes {
             NoQuery,
             service::openapi,
         )
+        // The audit console: a page and its assets, which hold no data (the page asks for a
+        // token); not in the OpenAPI document.
+        .add(Get, "/ui", Rule::Public, NoQuery, console::redirect)
+        .add(Get, "/ui/", Rule::Public, NoQuery, console::index)
+        .add(Get, "/ui/{asset}", Rule::Public, NoQuery, console::file)
 }

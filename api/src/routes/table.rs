@@ -17,7 +17,8 @@ use crate::server::AppState;
 /// least to the most demanding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Rule {
-    /// No token: health, metrics and the API document (they carry no project data).
+    /// No token: health, metrics, the API document and the audit console's assets (they carry no
+    /// project data).
     Public,
     /// Any valid token.
     AnyToken,
