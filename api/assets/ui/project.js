@@ -7,7 +7,8 @@ import { chart, headroomBar } from './chart.js';
 import { el, field, hash, limitText, link, replace, showProblem, table } from './dom.js';
 
 const RANGES = [['1h', 3600], ['24h', 86400], ['7d', 7 * 86400], ['all', null]];
-const DEFAULT_RANGE = '24h';
+// The whole history first: an investigation starts from the overview, then zooms in.
+const DEFAULT_RANGE = 'all';
 
 function section(id, title, ...children) {
   return el('section', { id, 'aria-labelledby': `${id}-title` },
@@ -83,7 +84,7 @@ function rangeOf(params) {
   const until = params.get('until') || '';
   if (since || until) return { since, until, label: 'custom', step: stepFor(since, until) };
   const label = params.get('range') || DEFAULT_RANGE;
-  const seconds = (RANGES.find(([name]) => name === label) || RANGES[1])[1];
+  const seconds = (RANGES.find(([name]) => name === label) || RANGES[3])[1];
   if (seconds === null) return { since: '', until: '', label: 'all', step: '' };
   return { since: new Date(Date.now() - seconds * 1000).toISOString(), until: '', label, step: Math.max(1, Math.round(seconds / 240)) };
 }
