@@ -190,6 +190,15 @@ fn contains(tx: &Tx, column: &str, parameter: &str) -> String {
     }
 }
 
+/// ` INDEXED BY index` on SQLite, which plans without statistics (see `limits_entries`);
+/// nothing on PostgreSQL, whose planner has them.
+fn sqlite_index(tx: &Tx, index: &str) -> String {
+    match tx {
+        Tx::Sqlite(_) => format!(" INDEXED BY {index}"),
+        Tx::Postgres(_) => String::new(),
+    }
+}
+
 /// The held amount of a resource in a reservation's deltas (negative deltas hold nothing).
 fn held(deltas: Option<&str>, resource: &ResourceName) -> i64 {
     deltas
@@ -265,18 +274,22 @@ impl Reader<'_> {
         type_b: &str,
         until_ms: i64,
     ) -> Result<LimitsRows, ProjectionError> {
-        Ok(on_tx!(tx, |c, DB| sqlx::query_as(
-            "SELECT at_ms, event_type, before_values, after_values FROM audit_entries \
+        // SQLite keeps no statistics: left alone it walks the project's entries by time (the
+        // whole history) rather than its few limits entries by type.
+        let sql = format!(
+            "SELECT at_ms, event_type, before_values, after_values FROM audit_entries{} \
              WHERE generation = $1 AND project = $2 AND event_type IN ($3, $4) AND at_ms <= $5 \
-             ORDER BY at_ms, position"
-        )
-        .bind(self.generation)
-        .bind(owner)
-        .bind(type_a)
-        .bind(type_b)
-        .bind(until_ms)
-        .fetch_all(&mut *c)
-        .await?))
+             ORDER BY at_ms, position",
+            sqlite_index(tx, "audit_by_type")
+        );
+        Ok(on_tx!(tx, |c, DB| sqlx::query_as(&sql)
+            .bind(self.generation)
+            .bind(owner)
+            .bind(type_a)
+            .bind(type_b)
+            .bind(until_ms)
+            .fetch_all(&mut *c)
+            .await?))
     }
 
     /// `since`, every instant in `(since, until]` at which the resource's usage or limit moved,
@@ -337,13 +350,15 @@ impl Reader<'_> {
         bound: i64,
     ) -> Result<Vec<i64>, ProjectionError> {
         let sql = format!(
-            "SELECT r.expires_at_ms FROM audit_entries r WHERE r.generation = $1 \
+            "SELECT r.expires_at_ms FROM audit_entries r{} WHERE r.generation = $1 \
              AND r.project = $2 AND r.expires_at_ms > $3 AND r.expires_at_ms <= $4 AND {} \
-             AND NOT EXISTS (SELECT 1 FROM audit_entries e WHERE e.generation = $1 \
+             AND NOT EXISTS (SELECT 1 FROM audit_entries e{} WHERE e.generation = $1 \
              AND e.reservation_id = r.reservation_id AND e.project = $2 \
              AND e.event_type IN ('ReservationCommitted', 'ReservationReleased') \
              AND e.at_ms < r.expires_at_ms) ORDER BY r.expires_at_ms LIMIT $6",
-            contains(tx, "r.deltas", "$5")
+            sqlite_index(tx, "audit_by_expiry"),
+            contains(tx, "r.deltas", "$5"),
+            sqlite_index(tx, "audit_by_reservation")
         );
         Ok(on_tx!(tx, |c, DB| sqlx::query_scalar(&sql)
             .bind(self.generation)
@@ -397,20 +412,23 @@ impl Reader<'_> {
         if at_ms <= reported_ms {
             return Ok(0);
         }
-        let deltas: Vec<Option<String>> = on_tx!(tx, |c, DB| sqlx::query_scalar(
-            "SELECT r.deltas FROM audit_entries r WHERE r.generation = $1 AND r.project = $2 \
+        let sql = format!(
+            "SELECT r.deltas FROM audit_entries r{} WHERE r.generation = $1 AND r.project = $2 \
              AND r.expires_at_ms > $3 AND r.expires_at_ms <= $4 AND r.at_ms <= $3 \
-             AND NOT EXISTS (SELECT 1 FROM audit_entries e WHERE e.generation = $1 \
+             AND NOT EXISTS (SELECT 1 FROM audit_entries e{} WHERE e.generation = $1 \
              AND e.reservation_id = r.reservation_id AND e.project = $2 \
              AND e.event_type IN ('ReservationCommitted', 'ReservationReleased') \
-             AND e.at_ms <= $3)"
-        )
-        .bind(self.generation)
-        .bind(self.project)
-        .bind(reported_ms)
-        .bind(at_ms)
-        .fetch_all(&mut *c)
-        .await?);
+             AND e.at_ms <= $3)",
+            sqlite_index(tx, "audit_by_expiry"),
+            sqlite_index(tx, "audit_by_reservation")
+        );
+        let deltas: Vec<Option<String>> = on_tx!(tx, |c, DB| sqlx::query_scalar(&sql)
+            .bind(self.generation)
+            .bind(self.project)
+            .bind(reported_ms)
+            .bind(at_ms)
+            .fetch_all(&mut *c)
+            .await?);
         Ok(deltas
             .iter()
             .map(|d| held(d.as_deref(), resource))
