@@ -360,6 +360,7 @@ pub fn all() -> Vec<(String, RefOr<Schema>)> {
         entry::<AuditCursorSchema>(),
         entry::<ReservationPageSizeSchema>(),
         entry::<ReservationCursorSchema>(),
+        entry::<HistoryStepSchema>(),
         entry::<UserIdSchema>(),
         entry::<ProjectPageSizeSchema>(),
         entry::<ProjectCursorSchema>(),
