@@ -4,6 +4,14 @@
 use async_trait::async_trait;
 use domain::{Limits, ProjectId, ReservationId};
 
+/// The ledger's group commits during a run: how many, how full, how long in the store.
+pub(crate) struct WritePath {
+    pub commits: u64,
+    pub decisions_per_commit: f64,
+    pub commit_ms_p50: Option<f64>,
+    pub commit_ms_p99: Option<f64>,
+}
+
 /// The answer to one decision, as the load counts it.
 pub(crate) enum Answer {
     Granted { id: ReservationId, position: u64 },
@@ -23,6 +31,10 @@ pub(crate) trait Driver: Send + Sync {
     fn conflicts(&self) -> u64;
     /// A line about the write path, for the progress output.
     fn describe(&self) -> Option<String> {
+        None
+    }
+    /// The write path's figures, where the driver sees the ledger (in-process).
+    fn write_path(&self) -> Option<WritePath> {
         None
     }
 }

@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use domain::{Limit, Limits, ProjectId, Refusal, ReservationId};
 use ledger::{Ledger, LedgerError, Metadata};
 
-use crate::driver::{Answer, Driver};
+use crate::driver::{Answer, Driver, WritePath};
+use crate::report::round2;
 use crate::workload::{boot_deltas, boot_resources, HOLD_SECONDS};
 
 pub(crate) struct InProcess {
@@ -78,6 +79,18 @@ impl Driver for InProcess {
 
     fn conflicts(&self) -> u64 {
         self.ledger.stats().conflicts.load(Ordering::Relaxed)
+    }
+
+    fn write_path(&self) -> Option<WritePath> {
+        let stats = self.ledger.stats();
+        let commits = stats.batches.load(Ordering::Relaxed);
+        let decisions = stats.batch_appends.load(Ordering::Relaxed);
+        Some(WritePath {
+            commits,
+            decisions_per_commit: round2(decisions as f64 / commits.max(1) as f64),
+            commit_ms_p50: stats.commit_times.percentile_ms(0.50),
+            commit_ms_p99: stats.commit_times.percentile_ms(0.99),
+        })
     }
 
     fn describe(&self) -> Option<String> {

@@ -16,6 +16,7 @@
 //! - `workload`: the boot, the projects and their limits.
 //! - `driver`, `in_process`, `over_http`: where decisions go.
 //! - `load`: the closed-loop clients and their tallies.
+//! - `physical`: what bounds a figure (CPU time, the disk's sync time, the bound they give).
 //! - `run`: one run, start to report; `verify` and [`replay`]: the checks behind `verified`.
 //! - [`report`]: the JSON line.
 
@@ -24,6 +25,7 @@ mod driver;
 mod in_process;
 mod load;
 mod over_http;
+mod physical;
 pub mod replay;
 pub mod report;
 mod run;

@@ -29,6 +29,31 @@ pub struct BenchReport {
     /// stopped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub views_behind_events: Option<u64>,
+    /// In-process: the process's CPU (user + system) during the load, per boot, in µs; the
+    /// views' work during the load included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_boot: Option<f64>,
+    /// In-process: the ledger's group commits during the run, their mean size in decisions
+    /// and their time in the store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decisions_per_commit: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_ms_p50: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_ms_p99: Option<f64>,
+    /// A SQLite store: the median of 200 × (write 8 KiB, fdatasync) beside it, timed before
+    /// the load; the bound below follows from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fsync_ms: Option<f64>,
+    /// clients / (2 × fsync): the most boots a second any design with one sync per commit
+    /// cycle could answer with this many closed-loop clients.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_boots_per_s: Option<f64>,
+    /// boots_per_s / bound_boots_per_s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_fraction: Option<f64>,
 }
 
 /// Every client's tally added up.

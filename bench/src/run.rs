@@ -1,6 +1,7 @@
 //! One run of `quota bench`: set up where the decisions go, drive the load, verify, report.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,6 +19,7 @@ use crate::load::{
     CommittedBoots,
 };
 use crate::over_http::OverHttp;
+use crate::physical;
 use crate::report::{percentile_ms, round2, BenchReport, Totals};
 use crate::verify::{time_cold_loads, verify_store};
 use crate::workload::{
@@ -35,6 +37,8 @@ struct Setup {
     store: Option<Arc<dyn EventStore>>,
     /// In-process: the views, running during the load unless `--no-views`.
     projections: Option<Arc<Projections>>,
+    /// A SQLite store's folder, where the disk's sync time is probed.
+    sync_folder: Option<PathBuf>,
     /// Holds the default in-process store's folder until the run is over.
     _temp_dir: Option<tempfile::TempDir>,
 }
@@ -62,6 +66,7 @@ impl Setup {
             (None, None) => unreachable!("in-process runs always have a store"),
         };
         setup._temp_dir = temp_dir;
+        setup.sync_folder = store_url.as_deref().and_then(physical::sqlite_folder);
         Ok(setup)
     }
 
@@ -79,6 +84,7 @@ impl Setup {
             store_name: store.as_ref().map_or("server", |s| s.backend()).to_owned(),
             store,
             projections: None,
+            sync_folder: None,
             _temp_dir: None,
         })
     }
@@ -108,6 +114,7 @@ impl Setup {
             store_name: store.backend().to_owned(),
             store: Some(store),
             projections,
+            sync_folder: None,
             _temp_dir: None,
         })
     }
@@ -140,7 +147,19 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
         setup.store_name,
         projects.len()
     );
+    let fsync_ms = match setup.sync_folder.clone() {
+        Some(folder) => Some(
+            tokio::task::spawn_blocking(move || physical::fsync_ms(&folder))
+                .await
+                .map_err(|e| e.to_string())??,
+        ),
+        None => None,
+    };
+    let cpu_before_us = physical::cpu_time_us();
     let load = drive(&args, &setup.driver, &projects, clients).await?;
+    let cpu_us = cpu_before_us
+        .zip(physical::cpu_time_us())
+        .map(|(a, b)| b - a);
     let totals = &load.totals;
     if let Some(e) = &totals.first_error {
         eprintln!("bench: {} request(s) failed; first: {e}", totals.errors);
@@ -178,12 +197,15 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
         }
         _ => None,
     };
+    let boots_per_s = round2(totals.boots as f64 / load.elapsed_s);
+    let bound = fsync_ms.map(|ms| physical::bound_boots_per_s(clients, ms));
+    let write_path = setup.driver.write_path();
     Ok(BenchReport {
         workload: args.workload.name(),
         store: setup.store_name,
         via: setup.via,
         clients,
-        boots_per_s: round2(totals.boots as f64 / load.elapsed_s),
+        boots_per_s,
         decisions_per_s: round2(totals.decisions as f64 / load.elapsed_s),
         p50_ms: percentile_ms(&totals.latencies_us, 0.50),
         p99_ms: percentile_ms(&totals.latencies_us, 0.99),
@@ -197,6 +219,17 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
         errors: totals.errors,
         cold_load_ms,
         views_behind_events,
+        // Over HTTP the process is only the clients: its CPU says nothing of the server's.
+        cpu_us_per_boot: cpu_us
+            .filter(|_| args.target.is_none())
+            .map(|us| round2(us as f64 / totals.boots.max(1) as f64)),
+        commits: write_path.as_ref().map(|w| w.commits),
+        decisions_per_commit: write_path.as_ref().map(|w| w.decisions_per_commit),
+        commit_ms_p50: write_path.as_ref().and_then(|w| w.commit_ms_p50),
+        commit_ms_p99: write_path.as_ref().and_then(|w| w.commit_ms_p99),
+        fsync_ms: fsync_ms.map(|ms| (ms * 1000.0).round() / 1000.0),
+        bound_boots_per_s: bound.map(round2),
+        bound_fraction: bound.map(|b| (boots_per_s / b * 1000.0).round() / 1000.0),
     })
 }
 

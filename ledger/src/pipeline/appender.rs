@@ -189,9 +189,11 @@ async fn run_appender(
         stats
             .batch_events
             .fetch_add(events as u64, Ordering::Relaxed);
+        let commit_micros = started.elapsed().as_micros() as u64;
         stats
             .batch_micros
-            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            .fetch_add(commit_micros, Ordering::Relaxed);
+        stats.commit_times.record(commit_micros);
         match outcome {
             Ok(results) => {
                 debug_assert_eq!(results.len(), appends.len());
