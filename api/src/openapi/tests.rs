@@ -102,7 +102,10 @@ fn every_reference_names_a_component_the_document_has() {
         for segment in reference.trim_start_matches("#/").split('/') {
             target = &target[segment];
         }
-        assert!(target.is_object(), "{at} refers to {reference}, which the document lacks");
+        assert!(
+            target.is_object(),
+            "{at} refers to {reference}, which the document lacks"
+        );
     }
 }
 
