@@ -199,6 +199,7 @@ def main():
     _, usage = call("GET", f"/v1/projects/acme/usage?min_position={head}", expect=200)
     _, _ = call("GET", f"/v1/projects/acme/audit?min_position={head}&limit=1", expect=200)
     _, refused = call("GET", "/v1/projects", token=WRONG_TOKEN)
+    _, user_usage = call("GET", f"/v1/projects/acme/users/alice/usage?min_position={head}", expect=200)
 
     options = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -209,7 +210,7 @@ def main():
     service = Service(executable_path=os.environ.get("CHROMEDRIVER_BIN", "/usr/bin/chromedriver"))
     driver = webdriver.Chrome(options=options, service=service)
     try:
-        run(driver, usage, ids, refused)
+        run(driver, usage, user_usage, ids, refused)
     finally:
         driver.quit()
     print(f"console: {passed} passed, {len(failures)} failed")
@@ -220,7 +221,7 @@ def main():
         sys.exit(1)
 
 
-def run(driver, usage, ids, refused):
+def run(driver, usage, user_usage, ids, refused):
     # Sign in.
     driver.get(BASE + "/ui")
     wait_ready(driver, "sign-in page")
@@ -251,6 +252,20 @@ def run(driver, usage, ids, refused):
     check_charts(driver, usage)
     no_injection(driver, "project")
     screenshot(driver, "project")
+
+    # A user, opened from the project: the user's usage as the API answers it, and the audit
+    # filtered to the user.
+    click(driver, '#users a[href="#/p/acme/u/alice"]', "user page")
+    for r, u in user_usage["resources"].items():
+        for field in ("in_use", "reserved"):
+            cell = driver.find_elements(By.CSS_SELECTOR, f'table.usage tr[data-resource="{r}"] [data-field="{field}"]')
+            check(bool(cell) and cell[0].text == str(u[field]), f"user: alice's {r} {field} {u[field]} in the table")
+    no_injection(driver, "user")
+    screenshot(driver, "user")
+    click(driver, '.page-links a[href*="user=alice"]', "the user's audit")
+    users = texts(driver, "table.audit tr[data-type] td:nth-child(6)")
+    check(bool(users) and set(users) == {"alice"}, f"user: the audit shows alice's entries only ({users})")
+    go(driver, "#/p/acme", "project page again")
 
     # The audit trail: hostile strings as text, a correction and a forced limit marked.
     click(driver, '.page-links a[href="#/p/acme/audit"]', "audit page")
