@@ -1,5 +1,6 @@
-# Shared by the CI scripts that drive a real `quota serve` with a third-party client
-# (.ci/schemathesis.sh, .ci/novaclient.sh). Source it after setting `say`.
+# Shared by the scripts that drive a real `quota serve`: the CI's third-party clients
+# (.ci/schemathesis.sh, .ci/novaclient.sh, .ci/console.sh) and the benchmarks over HTTP
+# (bench/peers.sh, bench/history.sh). Source it after setting `say`.
 
 # A fresh virtualenv at $1 with the pip requirements $2...: installs python3-venv first if the
 # machine lacks it (Debian's python3 comes without it).
@@ -24,14 +25,15 @@ ci_quota_bin() {
   fi
 }
 
-# Starts `quota serve` on a free loopback port with the SQLite store $1 and the tokens file $2,
-# logging to $3; sets SERVER_PID and BASE, and returns once /healthz answers (or exits 1 with
-# the log if the server died).
+# Starts `quota serve` on a free loopback port with the SQLite store $1 and the tokens file $2
+# (empty: no tokens, every request allowed, as the benchmarks run it), logging to $3; sets
+# SERVER_PID and BASE, and returns once /healthz answers (or exits 1 with the log if the server
+# died).
 ci_start_server() {
   local store="$1" tokens="$2" log="$3" port
   port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   BASE="http://127.0.0.1:$port"
-  "$QUOTA_BIN" serve --listen "127.0.0.1:$port" --store "$store" --tokens "$tokens" >"$log" 2>&1 &
+  "$QUOTA_BIN" serve --listen "127.0.0.1:$port" --store "$store" ${tokens:+--tokens "$tokens"} >"$log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 1 100); do
     if curl -fsS "$BASE/healthz" >/dev/null 2>&1; then return 0; fi

@@ -15,17 +15,15 @@ REPEAT="${2:-20}"
 QUOTA_BIN="${QUOTA_BIN:-target/release/quota}"
 WORK="$(mktemp -d)"
 SERVER_PID=""
-trap '[ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null; rm -rf "$WORK"' EXIT
-
 say() { printf 'history.sh: %s\n' "$*" >&2; }
+# shellcheck source=.ci/lib.sh
+. .ci/lib.sh
+trap 'ci_stop_server; rm -rf "$WORK"' EXIT
 
 say "filling one project for ${LOAD_SECONDS} s (hot workload)"
 "$QUOTA_BIN" bench --workload hot --seconds "$LOAD_SECONDS" --skip-verify \
   --store "sqlite://$WORK/q.db" >"$WORK/bench.json"
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-BASE="http://127.0.0.1:$port"
-"$QUOTA_BIN" serve --listen "127.0.0.1:$port" --store "sqlite://$WORK/q.db" >"$WORK/server.log" 2>&1 &
-SERVER_PID=$!
+ci_start_server "sqlite://$WORK/q.db" "" "$WORK/server.log"
 for _ in $(seq 1 600); do
   lag="$(curl -fsS "$BASE/v1/admin/projections" 2>/dev/null |
     python3 -c 'import json, sys; print(max(v["lag"] for v in json.load(sys.stdin)))' 2>/dev/null || echo x)"

@@ -17,9 +17,10 @@ PEERS="${PEERS:-../shared/peers}"
 PG="${QUOTA_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
 WORK="$(mktemp -d)"
 SERVER_PID=""
-trap '[ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null; rm -rf "$WORK"' EXIT
-
 say() { printf 'peers.sh: %s\n' "$*" >&2; }
+# shellcheck source=.ci/lib.sh
+. .ci/lib.sh
+trap 'ci_stop_server; rm -rf "$WORK"' EXIT
 row() { "$QUOTA_BIN" bench "$@" 2>/dev/null; }
 
 say "$(date -u +%FT%TZ): nova-pg (${SECONDS_PER_ROW} s a row)"
@@ -30,9 +31,6 @@ say "quota bench"
 row --workload hot --seconds "$SECONDS_PER_ROW"
 row --workload fleet --seconds "$SECONDS_PER_ROW"
 row --workload fleet --seconds "$SECONDS_PER_ROW" --store "$PG"
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-"$QUOTA_BIN" serve --listen "127.0.0.1:$port" --store "sqlite://$WORK/served.db" >"$WORK/server.log" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-row --workload hot --seconds "$SECONDS_PER_ROW" --target "http://127.0.0.1:$port" --store "sqlite://$WORK/served.db"
+ci_start_server "sqlite://$WORK/served.db" "" "$WORK/server.log"
+row --workload hot --seconds "$SECONDS_PER_ROW" --target "$BASE" --store "sqlite://$WORK/served.db"
 say "$(date -u +%FT%TZ): done"

@@ -20,7 +20,7 @@ use crate::load::{
 };
 use crate::over_http::OverHttp;
 use crate::physical;
-use crate::report::{percentile_ms, round2, BenchReport, Totals};
+use crate::report::{percentile_ms, round2, round3, BenchReport, Totals};
 use crate::verify::{time_cold_loads, verify_store};
 use crate::workload::{
     fresh_projects, project_limits, tree_parent_limits, tree_parents, BURST_LIMIT,
@@ -227,9 +227,9 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
         decisions_per_commit: write_path.as_ref().map(|w| w.decisions_per_commit),
         commit_ms_p50: write_path.as_ref().and_then(|w| w.commit_ms_p50),
         commit_ms_p99: write_path.as_ref().and_then(|w| w.commit_ms_p99),
-        fsync_ms: fsync_ms.map(|ms| (ms * 1000.0).round() / 1000.0),
+        fsync_ms: fsync_ms.map(round3),
         bound_boots_per_s: bound.map(round2),
-        bound_fraction: bound.map(|b| (boots_per_s / b * 1000.0).round() / 1000.0),
+        bound_fraction: bound.map(|b| round3(boots_per_s / b)),
     })
 }
 
