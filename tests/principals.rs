@@ -236,7 +236,7 @@ async fn unknown_principal(store: StoreUrl) {
         };
         let event = EventData::encode(&limits_set, metadata, chrono::Utc::now());
         let append = StreamAppend::new("project-legacy", ExpectedVersion::NoStream, vec![event]);
-        let results = events.append(&[append]).await.expect("append");
+        let results = events.append(vec![append]).await.expect("append");
         assert!(!results[0].is_conflict());
     }
     let server = Server::start(&store);

@@ -49,9 +49,6 @@ pub const WAL_BOUND_BYTES: u64 = 64 << 20;
 /// How often the WAL is flushed into the database file while writes go on.
 pub const WAL_FLUSH_INTERVAL: Duration = Duration::from_millis(250);
 
-/// Most rows one INSERT statement carries: 12 parameters each, well under SQLite's 32,766.
-pub const MAX_ROWS_PER_INSERT: usize = 512;
-
 // Validated client text is stored whole.
 const _: () = assert!(MAX_TEXT_CHARS <= MAX_METADATA_CHARS);
 // One decision always fits one batch, or the group commit could never write it.
@@ -61,9 +58,6 @@ const _: () = assert!(DEFAULT_MAX_BATCH_APPENDS <= DEFAULT_QUEUE_CAPACITY);
 // Eviction stops trying for a while after freeing under 1% of the bound: that 1% is not zero.
 const _: () = assert!(DEFAULT_CACHE_MAX_RESERVATIONS >= 100);
 const _: () = assert!(DEFAULT_CACHE_PROJECTS >= 1 && DEFAULT_SNAPSHOT_MIN_EVENTS >= 1);
-// A batch of the largest size fits a bounded number of INSERT statements.
-const _: () = assert!(MAX_ROWS_PER_INSERT * 12 <= 32_766);
-const _: () = assert!(MAX_ROWS_PER_INSERT <= MAX_BATCH_EVENTS);
 const _: () = assert!(PAGE_SIZE_BYTES.is_power_of_two() && PAGE_SIZE_BYTES >= 512);
 // The WAL bound leaves room for a full batch at a page per event.
 const _: () = assert!(WAL_BOUND_BYTES >= (MAX_BATCH_EVENTS as u64) * (PAGE_SIZE_BYTES as u64));

@@ -49,14 +49,14 @@ async fn tags(store: &dyn EventStore) -> HashMap<String, Vec<String>> {
 /// the batch are stored, at positions with no gap where the chain would have been.
 async fn a_chain_with_a_conflict_stores_nothing(store: Arc<dyn EventStore>) {
     let setup = [append("parent", ExpectedVersion::NoStream, &["p0"])];
-    assert!(!store.append(&setup).await.unwrap()[0].is_conflict());
+    assert!(!store.append(setup.to_vec()).await.unwrap()[0].is_conflict());
     let batch = [
         append("child", ExpectedVersion::NoStream, &["c0", "c1"]).linked(),
         // The parent is at version 0: expecting none is stale.
         append("parent", ExpectedVersion::NoStream, &["p1"]),
         append("other", ExpectedVersion::NoStream, &["o0"]),
     ];
-    let results = store.append(&batch).await.unwrap();
+    let results = store.append(batch.to_vec()).await.unwrap();
     assert_eq!(results[0], AppendResult::LinkedFailed);
     assert!(matches!(
         results[1],
@@ -91,7 +91,7 @@ async fn a_chain_that_fits_is_stored_whole(store: Arc<dyn EventStore>) {
         append("parent", ExpectedVersion::Exact(0), &["p1"]),
         append("parent", ExpectedVersion::Exact(1), &["p2"]),
     ];
-    let results = store.append(&batch).await.unwrap();
+    let results = store.append(batch.to_vec()).await.unwrap();
     let positions: Vec<Vec<u64>> = results[..3]
         .iter()
         .map(|r| match r {
@@ -119,7 +119,7 @@ async fn an_open_chain_is_refused(store: Arc<dyn EventStore>) {
         append("b", ExpectedVersion::Any, &["b0"]).linked(),
     ];
     assert!(matches!(
-        store.append(&batch).await,
+        store.append(batch.to_vec()).await,
         Err(StoreError::InvalidAppend(_))
     ));
     assert_eq!(store.head().await.unwrap(), 0);
@@ -131,8 +131,8 @@ async fn a_stored_chain_appended_again_is_a_no_op(store: Arc<dyn EventStore>) {
         append("a", ExpectedVersion::NoStream, &["a0"]).linked(),
         append("b", ExpectedVersion::NoStream, &["b0"]),
     ];
-    let first = store.append(&batch).await.unwrap();
-    let again = store.append(&batch).await.unwrap();
+    let first = store.append(batch.to_vec()).await.unwrap();
+    let again = store.append(batch.to_vec()).await.unwrap();
     assert_eq!(first, again);
     assert_eq!(store.head().await.unwrap(), 2);
 }
@@ -158,7 +158,7 @@ async fn racing_chains_are_all_or_nothing(stores: Vec<Arc<dyn EventStore>>) {
                         append(&child, child_at, &[&tag]).linked(),
                         append("parent", parent_at, &[&tag]),
                     ];
-                    let results = store.append(&chain).await.unwrap();
+                    let results = store.append(chain.to_vec()).await.unwrap();
                     let written = results.iter().filter(|r| !r.is_conflict()).count();
                     assert!(written == 0 || written == 2, "{results:?}");
                     stored += written / 2;

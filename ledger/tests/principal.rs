@@ -32,7 +32,11 @@ fn limits_reset(principal: Option<&str>) -> EventData {
 
 async fn append(store: &dyn EventStore, expected: ExpectedVersion, event: EventData) {
     let results = store
-        .append(&[StreamAppend::new("project-acme", expected, vec![event])])
+        .append(vec![StreamAppend::new(
+            "project-acme",
+            expected,
+            vec![event],
+        )])
         .await
         .expect("append");
     assert!(!results[0].is_conflict(), "{results:?}");

@@ -44,7 +44,7 @@ fn append(stream: &str, expected: ExpectedVersion, events: Vec<EventData>) -> St
 }
 
 async fn one(store: &dyn EventStore, a: StreamAppend) -> AppendResult {
-    let mut results = store.append(&[a]).await.expect("append");
+    let mut results = store.append(vec![a]).await.expect("append");
     assert_eq!(results.len(), 1);
     results.remove(0)
 }
@@ -152,7 +152,7 @@ async fn re_appending_stored_event_ids_is_a_no_op(store: Arc<dyn EventStore>) {
     // A duplicate id inside one batch is a caller error, and writes nothing.
     let e = event(5);
     assert!(store
-        .append(&[append("t", ExpectedVersion::Any, vec![e.clone(), e])])
+        .append(vec![append("t", ExpectedVersion::Any, vec![e.clone(), e])])
         .await
         .is_err());
     assert!(store.read_stream("t", 0, 10).await.unwrap().is_empty());
@@ -165,7 +165,7 @@ async fn one_conflicting_stream_does_not_fail_the_batch(store: Arc<dyn EventStor
     )
     .await;
     let results = store
-        .append(&[
+        .append(vec![
             append("a", ExpectedVersion::NoStream, vec![event(1)]),
             append("b", ExpectedVersion::NoStream, vec![event(2)]),
             append("c", ExpectedVersion::NoStream, vec![event(3), event(4)]),
@@ -198,7 +198,7 @@ async fn a_broken_chain_stays_broken(store: Arc<dyn EventStore>) {
     // The first append expects a version the stream does not have; the second was decided on
     // top of the first and must not land even though its own expectation happens to match.
     let results = store
-        .append(&[
+        .append(vec![
             append("s", ExpectedVersion::NoStream, vec![event(1)]),
             append("s", ExpectedVersion::Exact(0), vec![event(2)]),
         ])
@@ -356,7 +356,7 @@ async fn a_large_batch_is_stored_whole_and_in_order(store: Arc<dyn EventStore>) 
     let events: Vec<EventData> = (0..1_200).map(event).collect();
     let ids: Vec<Uuid> = events.iter().map(|e| e.event_id).collect();
     let results = store
-        .append(&[
+        .append(vec![
             append("big", ExpectedVersion::NoStream, events[..700].to_vec()),
             append("other", ExpectedVersion::NoStream, vec![event(9_999)]),
             append("big", ExpectedVersion::Exact(699), events[700..].to_vec()),
@@ -406,7 +406,7 @@ async fn snapshots_are_stored_only_with_their_events(store: Arc<dyn EventStore>)
     // A conflicting append's snapshot is not stored, nor is a chain's after its broken link;
     // in the same batch, the other stream's append and snapshot are.
     let results = store
-        .append(&[
+        .append(vec![
             with_snapshot(
                 append("s", ExpectedVersion::Exact(0), vec![event(2)]),
                 2,
@@ -438,7 +438,7 @@ async fn snapshots_are_stored_only_with_their_events(store: Arc<dyn EventStore>)
 
     // A later snapshot replaces the earlier one; of two in one batch, the later stays.
     store
-        .append(&[
+        .append(vec![
             with_snapshot(
                 append("s", ExpectedVersion::Exact(1), vec![event(5)]),
                 2,
@@ -560,7 +560,7 @@ async fn a_writer_whose_view_is_stale_conflicts_or_continues_after_the_other(
     assert_eq!(positions, vec![6]);
     // The same event appended to a stream whose expectation holds is refused, not stored again.
     let refused = a
-        .append(&[append("w", ExpectedVersion::NoStream, vec![again])])
+        .append(vec![append("w", ExpectedVersion::NoStream, vec![again])])
         .await;
     assert!(
         matches!(refused, Err(ledger::StoreError::InvalidAppend(_))),

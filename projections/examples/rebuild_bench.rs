@@ -132,7 +132,7 @@ async fn seed(store: &dyn EventStore, total: usize) {
             .collect(),
     };
     store
-        .append(&[StreamAppend::new(
+        .append(vec![StreamAppend::new(
             DEFAULTS_STREAM,
             ExpectedVersion::Any,
             vec![data(&defaults, at, "admin")],
@@ -203,7 +203,7 @@ async fn seed(store: &dyn EventStore, total: usize) {
             ));
             in_batch += 1;
         }
-        store.append(&batch).await.expect("append batch");
+        store.append(batch).await.expect("append batch");
         seeded += in_batch;
     }
     println!(

@@ -51,7 +51,7 @@ async fn append_raw(store: &dyn EventStore, project: &str, events: Vec<(Event, M
         .map(|(event, metadata)| EventData::encode(&event, metadata, Utc::now()))
         .collect();
     let results = store
-        .append(&[StreamAppend::new(
+        .append(vec![StreamAppend::new(
             p(project).stream(),
             ExpectedVersion::Any,
             events,

@@ -203,7 +203,7 @@ async fn a_filtered_page_stops_at_its_scan_bound(store: Arc<dyn EventStore>) {
     events.push(requested(held));
     for chunk in events.chunks(1000) {
         let append = StreamAppend::new(p("acme").stream(), ExpectedVersion::Any, chunk.to_vec());
-        let results = store.append(&[append]).await.unwrap();
+        let results = store.append(vec![append]).await.unwrap();
         assert!(!results[0].is_conflict());
     }
     projections

@@ -180,12 +180,13 @@ async fn run_appender(
             continue;
         }
 
+        let appended = appends.len();
         let started = std::time::Instant::now();
-        let outcome = store.append(&appends).await;
+        let outcome = store.append(appends).await;
         stats.batches.fetch_add(1, Ordering::Relaxed);
         stats
             .batch_appends
-            .fetch_add(appends.len() as u64, Ordering::Relaxed);
+            .fetch_add(appended as u64, Ordering::Relaxed);
         stats
             .batch_events
             .fetch_add(events as u64, Ordering::Relaxed);
@@ -196,7 +197,7 @@ async fn run_appender(
         stats.commit_times.record(commit_micros);
         match outcome {
             Ok(results) => {
-                debug_assert_eq!(results.len(), appends.len());
+                debug_assert_eq!(results.len(), appended);
                 let mut results = results.into_iter();
                 for (fences, count, reply) in waiters {
                     let chain: Vec<AppendResult> = results.by_ref().take(count).collect();
@@ -207,7 +208,7 @@ async fn run_appender(
                 }
             }
             Err(error) => {
-                tracing::warn!(%error, appends = appends.len(), "group commit failed");
+                tracing::warn!(%error, appends = appended, "group commit failed");
                 for (fences, _, reply) in waiters {
                     fences.iter().for_each(fail_fence);
                     let _ = reply.send(Err(error.clone()));

@@ -36,7 +36,7 @@ pub trait Backend: Send + Sync + 'static {
     /// See [`EventStore::append`], for a batch that passed `plan::check_batch`.
     async fn append_valid_batch(
         &self,
-        batch: &[StreamAppend],
+        batch: Vec<StreamAppend>,
     ) -> Result<Vec<AppendResult>, StoreError>;
 
     /// See [`EventStore::identity`].
@@ -67,8 +67,8 @@ where
         self.database_of_events()
     }
 
-    async fn append(&self, batch: &[StreamAppend]) -> Result<Vec<AppendResult>, StoreError> {
-        super::plan::check_batch(batch)?;
+    async fn append(&self, batch: Vec<StreamAppend>) -> Result<Vec<AppendResult>, StoreError> {
+        super::plan::check_batch(&batch)?;
         self.append_valid_batch(batch).await
     }
 

@@ -153,8 +153,14 @@ impl Backend for PostgresStore {
 
     async fn append_valid_batch(
         &self,
-        batch: &[StreamAppend],
+        batch: Vec<StreamAppend>,
     ) -> Result<Vec<AppendResult>, StoreError> {
+        self.write_batch(&batch).await
+    }
+}
+
+impl PostgresStore {
+    async fn write_batch(&self, batch: &[StreamAppend]) -> Result<Vec<AppendResult>, StoreError> {
         // The head this node last heard of (its own appends, other nodes' NOTIFYs): if the
         // database is still there, the rows are inserted in one round trip, under a check in
         // the same statement; if not, nothing is inserted and the read below follows.

@@ -1,6 +1,7 @@
 //! The embedded store: one SQLite file in WAL mode with `synchronous=FULL`, so a commit returns
 //! only once the WAL is fsynced. SQLite has one writer at a time; appends run on one dedicated
-//! connection inside `BEGIN IMMEDIATE`, reads on their own pool. (The views live in a file of
+//! connection inside `BEGIN IMMEDIATE`, on a thread of its own (see [`super::sqlite_writer`]),
+//! reads on their own pool. (The views live in a file of
 //! their own, with their own writer: see the projections crate.)
 //!
 //! A *WAL flush* here is what SQLite calls a checkpoint: copying the pages the WAL holds back
@@ -12,19 +13,21 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Connection as _, Row as _, SqliteConnection, SqlitePool};
+use sqlx::{Connection as _, SqliteConnection, SqlitePool};
 use tokio::sync::watch;
 
 use super::backend::Backend;
-use super::rows::{to_i64, EVENT_COLUMNS, SAVE_SNAPSHOT};
-use super::{files, plan, AppendResult, EventStore, OpenMode, Position, StoreError, StreamAppend};
-use crate::limits::{MAX_ROWS_PER_INSERT, PAGE_SIZE_BYTES, WAL_BOUND_BYTES, WAL_FLUSH_INTERVAL};
+use super::sqlite_writer::WriterThread;
+use super::{files, AppendResult, EventStore, OpenMode, Position, StoreError, StreamAppend};
+use crate::limits::{PAGE_SIZE_BYTES, WAL_FLUSH_INTERVAL};
+
+/// How long a statement waits for a lock another connection holds (the WAL flusher, another
+/// process) before the store answers unavailable.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct SqliteStore {
-    /// The one writer. `None` after a failed or abandoned append; the next append opens a
-    /// fresh one.
-    writer: tokio::sync::Mutex<Option<Writer>>,
-    writer_options: SqliteConnectOptions,
+    /// The one writer: a thread owning the connection every append goes through.
+    writer: WriterThread,
     /// For [`EventStore::database`]: tools and tests that open the file themselves. Connects
     /// only when used.
     admin: SqlitePool,
@@ -61,16 +64,6 @@ async fn check_quota_store(options: &SqliteConnectOptions) -> Result<(), StoreEr
     Ok(())
 }
 
-/// A dedicated connection rather than a pool: a pooled connection costs a liveness round trip
-/// to SQLite's worker thread on every release, and a group commit is one or two round trips.
-struct Writer {
-    conn: SqliteConnection,
-    /// The head this connection's last append saw or left, if it made one: the guess that lets
-    /// the next append skip its read (see [`plan::speculate`]). Another process writing to the
-    /// file makes the guess wrong, which costs that append one more round trip.
-    last_head: Option<Position>,
-}
-
 impl SqliteStore {
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         Self::open_with(url, OpenMode::CreateIfMissing).await
@@ -95,12 +88,16 @@ impl SqliteStore {
             .page_size(PAGE_SIZE_BYTES)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(10));
-        let mut writer = connect_writer(&options).await?;
+            .busy_timeout(BUSY_TIMEOUT);
+        // The file is created (with its page size and WAL mode) and migrated on a connection
+        // of sqlx's, closed before the writer opens its own.
+        let mut setup = SqliteConnection::connect_with(&options).await?;
         sqlx::migrate!("../migrations/sqlite")
-            .run(&mut writer.conn)
+            .run(&mut setup)
             .await
             .map_err(|e| StoreError::Migration(e.to_string()))?;
+        let _ = setup.close().await;
+        let writer = WriterThread::start(options.get_filename(), BUSY_TIMEOUT).await?;
         let read = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options.clone().read_only(true))
@@ -121,8 +118,7 @@ impl SqliteStore {
                     .row_buffer_size(super::MAX_READ_COUNT),
             );
         let store = SqliteStore {
-            writer: tokio::sync::Mutex::new(Some(writer)),
-            writer_options: options.clone(),
+            writer,
             admin,
             read,
             feed,
@@ -133,207 +129,6 @@ impl SqliteStore {
         spawn_wal_flusher(options, store.head.subscribe()).await?;
         Ok(store)
     }
-
-    /// One append on the writer connection, in one `BEGIN IMMEDIATE` transaction. Usually one
-    /// round trip to SQLite's worker thread: the rows as planned from what this connection last
-    /// saw, inserted only if the file is still that way (checked in the same statement). When
-    /// that cannot be assumed or was wrong, two: BEGIN with a read of the current versions,
-    /// then the insert with the COMMIT. sqlx runs a string of several statements in one call,
-    /// stopping at the first error; the caller drops the connection on any error (closing it
-    /// rolls back), so a transaction left open by a failure is never reused.
-    async fn append_on(
-        &self,
-        writer: &mut Writer,
-        batch: &[StreamAppend],
-    ) -> Result<Vec<AppendResult>, StoreError> {
-        if let Some(speculation) = writer
-            .last_head
-            .and_then(|head| plan::speculate(batch, head))
-        {
-            if append_speculatively(&mut writer.conn, &speculation).await? {
-                let new_head = speculation.plan.rows.last().map(|r| r.position);
-                writer.last_head = new_head;
-                if let Some(position) = new_head {
-                    super::advance_position(&self.head, position);
-                }
-                return Ok(speculation.plan.results);
-            }
-        }
-        let (results, head) = append_checked(&mut writer.conn, batch).await?;
-        writer.last_head = Some(head);
-        super::advance_position(&self.head, head);
-        Ok(results)
-    }
-}
-
-/// `INSERT … SELECT … FROM (VALUES (?, …), …)` for `rows` rows, bound by [`bind_rows`]. The
-/// text depends only on the number of rows, so sqlx prepares each size once per connection;
-/// binding values directly costs SQLite far less than unpacking a JSON parameter.
-fn insert_rows_sql(rows: usize) -> String {
-    debug_assert!(rows > 0 && rows <= MAX_ROWS_PER_INSERT);
-    let mut sql = format!(
-        "INSERT INTO events ({EVENT_COLUMNS}) SELECT column1, column2, column3, column4, column5, \
-         column6, column7, column8, column9, column10, column11, column12 FROM (VALUES "
-    );
-    for i in 0..rows {
-        sql.push_str(if i == 0 { "" } else { ", " });
-        sql.push_str("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    }
-    sql.push(')');
-    sql
-}
-
-type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
-
-/// Binds rows in the order of [`EVENT_COLUMNS`].
-fn bind_rows<'q>(mut query: Query<'q>, rows: &'q [plan::Row<'q>]) -> Query<'q> {
-    for row in rows {
-        query = query
-            .bind(to_i64(row.position))
-            .bind(row.stream)
-            .bind(to_i64(row.version))
-            .bind(row.event.event_id)
-            .bind(row.event.event_type.as_str())
-            .bind(i64::from(row.event.schema_version))
-            .bind(row.event.data.get())
-            .bind(row.event.metadata.actor.as_deref())
-            .bind(row.event.metadata.request_id.as_deref())
-            .bind(row.event.metadata.correlation_id.as_deref())
-            .bind(row.event.recorded_at.timestamp_millis())
-            .bind(row.event.metadata.principal.as_deref());
-    }
-    query
-}
-
-/// The speculated rows, inserted only if the head and every named stream's version are what
-/// was assumed: `true` when they were and the rows are durable, `false` when nothing was
-/// written (the transaction then ends empty, without an fsync).
-async fn append_speculatively(
-    conn: &mut SqliteConnection,
-    speculation: &plan::Speculation<'_>,
-) -> Result<bool, StoreError> {
-    let rows = &speculation.plan.rows;
-    if rows.len() > MAX_ROWS_PER_INSERT {
-        return Ok(false);
-    }
-    let head = rows[0].position - 1;
-    let sql = format!(
-        "BEGIN IMMEDIATE; \
-         {insert} \
-           WHERE (SELECT COALESCE(MAX(position), 0) FROM events) = ? \
-             AND NOT EXISTS (SELECT 1 FROM json_each(?) \
-                   WHERE (SELECT MAX(version) FROM events WHERE stream = value->>0) \
-                         IS NOT value->>1); \
-         SELECT changes(); \
-         COMMIT",
-        insert = insert_rows_sql(rows.len()),
-    );
-    let query = bind_rows(sqlx::query(&sql), rows).bind(to_i64(head)).bind(
-        serde_json::to_string(&speculation.assumed_versions)
-            .map_err(|e| StoreError::InvalidAppend(e.to_string()))?,
-    );
-    match query.fetch_all(&mut *conn).await {
-        Ok(found) => {
-            let inserted: i64 = found
-                .first()
-                .ok_or_else(|| StoreError::Corrupt("changes() returned no row".into()))?
-                .try_get(0)?;
-            match usize::try_from(inserted) {
-                Ok(n) if n == rows.len() => Ok(true),
-                Ok(0) => Ok(false),
-                _ => Err(StoreError::Corrupt(format!(
-                    "a guarded insert of {} rows inserted {inserted}",
-                    rows.len()
-                ))),
-            }
-        }
-        // An event id stored already (a retried append): the checked path finds it.
-        Err(sqlx::Error::Database(error))
-            if error.kind() == sqlx::error::ErrorKind::UniqueViolation =>
-        {
-            sqlx::query("ROLLBACK").execute(&mut *conn).await?;
-            Ok(false)
-        }
-        Err(error) => Err(error.into()),
-    }
-}
-
-/// The append with its read: the current head, the versions of the streams named and any
-/// event ids stored already, then the planned insert. Returns the results and the head after.
-async fn append_checked(
-    conn: &mut SqliteConnection,
-    batch: &[StreamAppend],
-) -> Result<(Vec<AppendResult>, Position), StoreError> {
-    // The read has one fixed text whatever the batch size (lists travel as one JSON parameter,
-    // unpacked by json_each), so it is prepared once per connection. Each stream's version is
-    // a separate MAX() so that SQLite answers it with one index seek instead of scanning the
-    // stream (a GROUP BY would).
-    let ids: Vec<String> = plan::event_ids(batch)
-        .iter()
-        .map(|id| id.simple().to_string())
-        .collect();
-    let streams = plan::streams(batch);
-    let found = sqlx::query(
-        "BEGIN IMMEDIATE; \
-         SELECT 'head', NULL, NULL, COALESCE(MAX(position), 0), NULL FROM events \
-         UNION ALL \
-         SELECT 'version', value, \
-                (SELECT MAX(version) FROM events WHERE stream = json_each.value), NULL, NULL \
-           FROM json_each(?1) \
-         UNION ALL \
-         SELECT 'stored', stream, version, position, event_id FROM events \
-           WHERE event_id IN (SELECT unhex(value) FROM json_each(?2))",
-    )
-    .bind(serde_json::to_string(&streams).map_err(|e| StoreError::InvalidAppend(e.to_string()))?)
-    .bind(serde_json::to_string(&ids).map_err(|e| StoreError::InvalidAppend(e.to_string()))?)
-    .fetch_all(&mut *conn)
-    .await?;
-
-    let (plan, head) = super::plan_from_read(batch, found)?;
-    let Some(new_head) = plan.rows.last().map(|r| r.position) else {
-        // Nothing to write (conflicts, or events stored already): no fsync either.
-        sqlx::query("ROLLBACK").execute(&mut *conn).await?;
-        return Ok((plan.results, head));
-    };
-    // Rare (one per doubling of a project's history), so one statement each.
-    for (stream, snapshot) in &plan.snapshots {
-        sqlx::query(SAVE_SNAPSHOT)
-            .bind(stream)
-            .bind(to_i64(snapshot.version))
-            .bind(i64::from(snapshot.format))
-            .bind(&snapshot.data)
-            .execute(&mut *conn)
-            .await?;
-    }
-    let mut sql: String = plan
-        .rows
-        .chunks(MAX_ROWS_PER_INSERT)
-        .map(|chunk| insert_rows_sql(chunk.len()) + "; ")
-        .collect();
-    sql.push_str("COMMIT");
-    bind_rows(sqlx::query(&sql), &plan.rows)
-        .execute(&mut *conn)
-        .await?;
-    Ok((plan.results, new_head))
-}
-
-/// Opens the writer connection. A background connection flushes the WAL into the database file
-/// as it grows (see below); the writer's own flush, every [`WAL_BOUND_BYTES`], then finds
-/// little left to copy, and it is what lets the next commit restart the WAL from its start (a
-/// WAL that only grows makes every fsync also write the file's size to disk).
-async fn connect_writer(options: &SqliteConnectOptions) -> Result<Writer, StoreError> {
-    let mut conn = SqliteConnection::connect_with(options).await?;
-    let page_size_bytes: i64 = sqlx::query_scalar("PRAGMA page_size")
-        .fetch_one(&mut conn)
-        .await?;
-    let pages = WAL_BOUND_BYTES / u64::try_from(page_size_bytes.max(512)).unwrap_or(512);
-    sqlx::query(&format!("PRAGMA wal_autocheckpoint = {pages}"))
-        .execute(&mut conn)
-        .await?;
-    Ok(Writer {
-        conn,
-        last_head: None,
-    })
 }
 
 /// Flushes the WAL into the database file from a connection of its own, so commits seldom wait
@@ -375,18 +170,12 @@ impl Backend for SqliteStore {
 
     async fn append_valid_batch(
         &self,
-        batch: &[StreamAppend],
+        batch: Vec<StreamAppend>,
     ) -> Result<Vec<AppendResult>, StoreError> {
-        let mut writer = self.writer.lock().await;
-        // Taken out for the append and put back only after it succeeded: after a failure, or
-        // if this future is dropped midway, the connection may be inside a transaction (or one
-        // SQLite rolled back itself on SQLITE_FULL or SQLITE_IOERR), so it is closed instead.
-        let mut current = match writer.take() {
-            Some(current) => current,
-            None => connect_writer(&self.writer_options).await?,
-        };
-        let results = self.append_on(&mut current, batch).await?;
-        *writer = Some(current);
+        let (results, head) = self.writer.append(batch).await?;
+        if let Some(position) = head {
+            super::advance_position(&self.head, position);
+        }
         Ok(results)
     }
 

@@ -1,0 +1,342 @@
+//! The embedded store's one writer: a thread of its own that owns the SQLite connection all
+//! appends go through, and runs each batch's transaction there, start to end.
+//!
+//! Why a thread rather than a pooled async connection: sqlx runs every SQLite connection on a
+//! worker thread and hands each statement to it and each result back, waking a thread both
+//! ways, and a group commit took two or three such round trips. Here a batch crosses to the
+//! writer once and its results come back once; between the two, every statement (prepared
+//! once per connection and cached) runs on the thread that owns the connection, so the reads
+//! an append needs cost an index seek each, not a hand-off.
+//!
+//! A transaction is never left open: an append that fails drops its connection (closing it
+//! rolls back what it had not committed), and the next append opens a fresh one. A batch sent
+//! here is written even if its caller stops waiting; an answer nobody waits for is dropped.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{mpsc, LazyLock};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use super::plan::{self, Plan, Row};
+use super::rows::{to_i64, to_u64, EVENT_COLUMNS, SAVE_SNAPSHOT};
+use super::{AppendResult, Position, StoreError, StreamAppend};
+use crate::limits::WAL_BOUND_BYTES;
+
+/// What an append answers: each append's result, and the head after the batch when it wrote.
+pub(super) type Written = (Vec<AppendResult>, Option<Position>);
+
+struct Request {
+    batch: Vec<StreamAppend>,
+    reply: oneshot::Sender<Result<Written, StoreError>>,
+}
+
+/// The handle of the writer thread; the thread ends, closing its connection, once this is
+/// dropped and the batches sent before have been written.
+pub(super) struct WriterThread {
+    requests: mpsc::Sender<Request>,
+}
+
+impl WriterThread {
+    /// Opens the writer's connection to the file at `path` (which must exist, migrated) on a
+    /// new thread, and answers once it is open.
+    pub(super) async fn start(path: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
+        let (requests, queue) = mpsc::channel::<Request>();
+        let (opened, is_open) = oneshot::channel();
+        let path = path.to_owned();
+        std::thread::Builder::new()
+            .name("quota-sqlite-writer".into())
+            .spawn(move || {
+                let writer = Writer::open(&path, busy_timeout);
+                let writer = match writer {
+                    Ok(writer) => {
+                        let _ = opened.send(Ok(()));
+                        writer
+                    }
+                    Err(error) => {
+                        let _ = opened.send(Err(error));
+                        return;
+                    }
+                };
+                serve(writer, &path, busy_timeout, queue);
+            })
+            .map_err(|e| StoreError::Unavailable(format!("cannot start the writer: {e}")))?;
+        is_open
+            .await
+            .map_err(|_| StoreError::Unavailable("the writer thread stopped".into()))??;
+        Ok(WriterThread { requests })
+    }
+
+    /// Writes `batch` (checked by `plan::check_batch`) in one transaction on the writer thread.
+    pub(super) async fn append(&self, batch: Vec<StreamAppend>) -> Result<Written, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send(Request { batch, reply })
+            .map_err(|_| StoreError::Unavailable("the writer thread stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Unavailable("the writer thread stopped".into()))?
+    }
+}
+
+/// The writer thread's loop: one batch at a time, in the order sent.
+fn serve(first: Writer, path: &Path, busy_timeout: Duration, queue: mpsc::Receiver<Request>) {
+    let mut current = Some(first);
+    for Request { batch, reply } in queue {
+        let mut writer = match current.take() {
+            Some(writer) => writer,
+            None => match Writer::open(path, busy_timeout) {
+                Ok(writer) => writer,
+                Err(error) => {
+                    let _ = reply.send(Err(error));
+                    continue;
+                }
+            },
+        };
+        let written = writer.append(&batch);
+        if written.is_ok() {
+            current = Some(writer);
+        }
+        let _ = reply.send(written);
+    }
+}
+
+/// The writer's connection and what it last saw.
+struct Writer {
+    conn: Connection,
+    /// The head this connection's last append saw or left, if it made one: with it the next
+    /// append skips reading the stored event ids (see [`plan::speculate`]). Another process
+    /// writing to the file makes the guess wrong, which costs that append the full read.
+    last_head: Option<Position>,
+}
+
+const BEGIN: &str = "BEGIN IMMEDIATE";
+const HEAD: &str = "SELECT COALESCE(MAX(position), 0) FROM events";
+/// One index seek of (stream, version); NULL for a stream with no events.
+const STREAM_VERSION: &str = "SELECT MAX(version) FROM events WHERE stream = ?1";
+const STORED_AT: &str = "SELECT stream, version, position FROM events WHERE event_id = ?1";
+
+/// One row in the order of [`EVENT_COLUMNS`]; built once, since the statement cache is looked
+/// up by the text.
+static INSERT: LazyLock<String> = LazyLock::new(|| {
+    format!("INSERT INTO events ({EVENT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")
+});
+
+impl Writer {
+    /// Opens the file (it exists: the store created and migrated it) with the pragmas every
+    /// commit relies on: WAL, `synchronous=FULL` (a commit returns only once the WAL is
+    /// fsynced), and a WAL the writer flushes itself past [`WAL_BOUND_BYTES`].
+    fn open(path: &Path, busy_timeout: Duration) -> Result<Writer, StoreError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(unavailable)?;
+        conn.busy_timeout(busy_timeout).map_err(unavailable)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(unavailable)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Unavailable(format!(
+                "{} cannot be put in WAL mode (it is in {mode} mode)",
+                path.display()
+            )));
+        }
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(unavailable)?;
+        let page_size_bytes: i64 = conn
+            .query_row("PRAGMA page_size", [], |row| row.get(0))
+            .map_err(unavailable)?;
+        let pages = WAL_BOUND_BYTES / u64::try_from(page_size_bytes.max(512)).unwrap_or(512);
+        conn.pragma_update(None, "wal_autocheckpoint", pages)
+            .map_err(unavailable)?;
+        Ok(Writer {
+            conn,
+            last_head: None,
+        })
+    }
+
+    fn append(&mut self, batch: &[StreamAppend]) -> Result<Written, StoreError> {
+        if let Some(speculation) = self.last_head.and_then(|head| plan::speculate(batch, head)) {
+            if self.append_speculatively(&speculation)? {
+                let new_head = speculation.plan.rows.last().map(|r| r.position);
+                self.last_head = new_head;
+                return Ok((speculation.plan.results, new_head));
+            }
+        }
+        let (results, head, wrote) = self.append_checked(batch)?;
+        self.last_head = Some(head);
+        Ok((results, wrote.then_some(head)))
+    }
+
+    /// The speculated rows, inserted only if the head and every named stream's version are what
+    /// was assumed: `true` when they were and the rows are durable, `false` when nothing was
+    /// written (the transaction then ends empty, without an fsync). An event id stored already
+    /// (a retried append) also writes nothing here: the checked path finds it.
+    fn append_speculatively(
+        &self,
+        speculation: &plan::Speculation<'_>,
+    ) -> Result<bool, StoreError> {
+        let rows = &speculation.plan.rows;
+        let head = rows[0].position - 1;
+        self.execute(BEGIN)?;
+        let as_assumed = self.read_head()? == head
+            && speculation
+                .assumed_versions
+                .iter()
+                .map(|(stream, version)| Ok(self.read_version(stream)? == *version))
+                .collect::<Result<Vec<bool>, StoreError>>()?
+                .into_iter()
+                .all(|same| same);
+        if !as_assumed {
+            self.execute("ROLLBACK")?;
+            return Ok(false);
+        }
+        match self.insert(rows) {
+            Ok(()) => {}
+            Err(error) if is_unique_violation(&error) => {
+                self.execute("ROLLBACK")?;
+                return Ok(false);
+            }
+            Err(error) => return Err(unavailable(error)),
+        }
+        self.execute("COMMIT")?;
+        Ok(true)
+    }
+
+    /// The append with its read: the current head, the versions of the streams named and any
+    /// event ids stored already, then the planned insert. Returns the results, the head after,
+    /// and whether anything was written.
+    fn append_checked(
+        &self,
+        batch: &[StreamAppend],
+    ) -> Result<(Vec<AppendResult>, Position, bool), StoreError> {
+        self.execute(BEGIN)?;
+        let head = self.read_head()?;
+        let mut versions = HashMap::new();
+        for stream in plan::streams(batch) {
+            if let Some(version) = self.read_version(&stream)? {
+                versions.insert(stream, version);
+            }
+        }
+        let mut stored = HashMap::new();
+        for id in plan::event_ids(batch) {
+            if let Some(at) = self.read_stored_at(id)? {
+                stored.insert(id, at);
+            }
+        }
+        let Plan {
+            results,
+            rows,
+            snapshots,
+        } = plan::plan(batch, versions, &stored, head)?;
+        let Some(new_head) = rows.last().map(|r| r.position) else {
+            // Nothing to write (conflicts, or events stored already): no fsync either.
+            self.execute("ROLLBACK")?;
+            return Ok((results, head, false));
+        };
+        for (stream, snapshot) in &snapshots {
+            self.conn
+                .prepare_cached(SAVE_SNAPSHOT)
+                .and_then(|mut save| {
+                    save.execute(params![
+                        stream,
+                        to_i64(snapshot.version),
+                        i64::from(snapshot.format),
+                        snapshot.data
+                    ])
+                })
+                .map_err(unavailable)?;
+        }
+        self.insert(&rows).map_err(unavailable)?;
+        self.execute("COMMIT")?;
+        Ok((results, new_head, true))
+    }
+
+    fn insert(&self, rows: &[Row<'_>]) -> Result<(), rusqlite::Error> {
+        let mut insert = self.conn.prepare_cached(&INSERT)?;
+        for row in rows {
+            let event = row.event;
+            let meta = &event.metadata;
+            insert.execute(params![
+                to_i64(row.position),
+                row.stream,
+                to_i64(row.version),
+                &event.event_id.as_bytes()[..],
+                event.event_type,
+                i64::from(event.schema_version),
+                event.data.get(),
+                meta.actor,
+                meta.request_id,
+                meta.correlation_id,
+                event.recorded_at.timestamp_millis(),
+                meta.principal,
+            ])?;
+        }
+        Ok(())
+    }
+
+    fn execute(&self, sql: &str) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut statement| statement.execute([]))
+            .map(|_| ())
+            .map_err(unavailable)
+    }
+
+    fn read_head(&self) -> Result<Position, StoreError> {
+        let head: i64 = self
+            .conn
+            .prepare_cached(HEAD)
+            .and_then(|mut read| read.query_row([], |row| row.get(0)))
+            .map_err(unavailable)?;
+        to_u64(head, "position")
+    }
+
+    fn read_version(&self, stream: &str) -> Result<Option<u64>, StoreError> {
+        let version: Option<i64> = self
+            .conn
+            .prepare_cached(STREAM_VERSION)
+            .and_then(|mut read| read.query_row([stream], |row| row.get(0)))
+            .map_err(unavailable)?;
+        version.map(|v| to_u64(v, "version")).transpose()
+    }
+
+    fn read_stored_at(&self, id: Uuid) -> Result<Option<plan::StoredAt>, StoreError> {
+        let found: Option<(String, i64, i64)> = self
+            .conn
+            .prepare_cached(STORED_AT)
+            .and_then(|mut read| {
+                read.query_row([&id.as_bytes()[..]], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })
+                .optional()
+            })
+            .map_err(unavailable)?;
+        found
+            .map(|(stream, version, position)| {
+                Ok(plan::StoredAt {
+                    stream,
+                    version: to_u64(version, "version")?,
+                    position: to_u64(position, "position")?,
+                })
+            })
+            .transpose()
+    }
+}
+
+/// An event id stored already (the event-id key), or a position or version taken meanwhile.
+fn is_unique_violation(error: &rusqlite::Error) -> bool {
+    matches!(
+        error,
+        rusqlite::Error::SqliteFailure(failure, _)
+            if failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                || failure.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+    )
+}
+
+/// Whatever SQLite refused (a full disk, an I/O error, a lock held past the busy timeout) may
+/// succeed later: the store is unavailable, and the append's connection is not reused.
+fn unavailable(error: rusqlite::Error) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
