@@ -97,7 +97,8 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Migration(e.to_string()))?;
         let _ = setup.close().await;
-        let writer = WriterThread::start(options.get_filename(), BUSY_TIMEOUT).await?;
+        let writer =
+            WriterThread::start(options.get_filename(), asks_read_only(url), BUSY_TIMEOUT).await?;
         let read = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options.clone().read_only(true))
@@ -129,6 +130,13 @@ impl SqliteStore {
         spawn_wal_flusher(options, store.head.subscribe()).await?;
         Ok(store)
     }
+}
+
+/// Whether `url` asks for the file read-only (`?mode=ro`, as sqlx's URLs and SQLite's URIs
+/// spell it). The writer's connection is then read-only too, so every append is refused.
+fn asks_read_only(url: &str) -> bool {
+    url.split_once('?')
+        .is_some_and(|(_, query)| query.split('&').any(|pair| pair == "mode=ro"))
 }
 
 /// Flushes the WAL into the database file from a connection of its own, so commits seldom wait

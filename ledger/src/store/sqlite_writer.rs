@@ -13,7 +13,7 @@
 //! here is written even if its caller stops waiting; an answer nobody waits for is dropped.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{mpsc, LazyLock};
 use std::time::Duration;
 
@@ -42,16 +42,23 @@ pub(super) struct WriterThread {
 
 impl WriterThread {
     /// Opens the writer's connection to the file at `path` (which must exist, migrated) on a
-    /// new thread, and answers once it is open.
-    pub(super) async fn start(path: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
+    /// new thread, and answers once it is open. A `read_only` writer refuses every append.
+    pub(super) async fn start(
+        path: &Path,
+        read_only: bool,
+        busy_timeout: Duration,
+    ) -> Result<Self, StoreError> {
         let (requests, queue) = mpsc::channel::<Request>();
         let (opened, is_open) = oneshot::channel();
-        let path = path.to_owned();
+        let opener = Opener {
+            path: path.to_owned(),
+            read_only,
+            busy_timeout,
+        };
         std::thread::Builder::new()
             .name("quota-sqlite-writer".into())
             .spawn(move || {
-                let writer = Writer::open(&path, busy_timeout);
-                let writer = match writer {
+                let writer = match opener.open() {
                     Ok(writer) => {
                         let _ = opened.send(Ok(()));
                         writer
@@ -61,7 +68,7 @@ impl WriterThread {
                         return;
                     }
                 };
-                serve(writer, &path, busy_timeout, queue);
+                serve(writer, &opener, queue);
             })
             .map_err(|e| StoreError::Unavailable(format!("cannot start the writer: {e}")))?;
         is_open
@@ -83,12 +90,12 @@ impl WriterThread {
 }
 
 /// The writer thread's loop: one batch at a time, in the order sent.
-fn serve(first: Writer, path: &Path, busy_timeout: Duration, queue: mpsc::Receiver<Request>) {
+fn serve(first: Writer, opener: &Opener, queue: mpsc::Receiver<Request>) {
     let mut current = Some(first);
     for Request { batch, reply } in queue {
         let mut writer = match current.take() {
             Some(writer) => writer,
-            None => match Writer::open(path, busy_timeout) {
+            None => match opener.open() {
                 Ok(writer) => writer,
                 Err(error) => {
                     let _ = reply.send(Err(error));
@@ -125,14 +132,29 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
     format!("INSERT INTO events ({EVENT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")
 });
 
-impl Writer {
+/// How the writer's connection is opened, the first time and after a failure.
+struct Opener {
+    path: PathBuf,
+    /// The store was asked for read-only (`?mode=ro`): the connection is too, so every append
+    /// fails (unavailable) and the file is never written.
+    read_only: bool,
+    busy_timeout: Duration,
+}
+
+impl Opener {
     /// Opens the file (it exists: the store created and migrated it) with the pragmas every
     /// commit relies on: WAL, `synchronous=FULL` (a commit returns only once the WAL is
     /// fsynced), and a WAL the writer flushes itself past [`WAL_BOUND_BYTES`].
-    fn open(path: &Path, busy_timeout: Duration) -> Result<Writer, StoreError> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(unavailable)?;
-        conn.busy_timeout(busy_timeout).map_err(unavailable)?;
+    fn open(&self) -> Result<Writer, StoreError> {
+        let access = if self.read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+        };
+        let path = &self.path;
+        let conn = Connection::open_with_flags(path, access | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+            .map_err(unavailable)?;
+        conn.busy_timeout(self.busy_timeout).map_err(unavailable)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
             .map_err(unavailable)?;
@@ -155,7 +177,9 @@ impl Writer {
             last_head: None,
         })
     }
+}
 
+impl Writer {
     fn append(&mut self, batch: &[StreamAppend]) -> Result<Written, StoreError> {
         if let Some(speculation) = self.last_head.and_then(|head| plan::speculate(batch, head)) {
             if self.append_speculatively(&speculation)? {
