@@ -35,7 +35,9 @@ struct Request {
 }
 
 /// The handle of the writer thread; the thread ends, closing its connection, once this is
-/// dropped and the batches sent before have been written.
+/// dropped and the batches sent before have been written. Its queue has no bound of its own:
+/// each caller waits for its batch, and the ledger has one caller (its group commit), so the
+/// queue holds at most one batch per appending task.
 pub(super) struct WriterThread {
     requests: mpsc::Sender<Request>,
 }
