@@ -30,9 +30,9 @@ async fn a_batch_whose_caller_stops_waiting_is_written_whole_and_the_writer_goes
         ExpectedVersion::NoStream,
         vec![event(0), event(1), event(2)],
     )];
-    // The first poll hands the batch over; the zero timeout then drops the future.
-    let answer = tokio::time::timeout(Duration::ZERO, store.append(abandoned)).await;
-    assert!(answer.is_err(), "the append answered within no time at all");
+    // The first poll hands the batch over; the zero timeout then drops the future, unless the
+    // writer was quicker still. Either way the batch is the writer's now.
+    let _ = tokio::time::timeout(Duration::ZERO, store.append(abandoned)).await;
 
     let next = vec![StreamAppend::new(
         "s",
