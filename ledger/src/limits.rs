@@ -46,6 +46,10 @@ pub const PAGE_SIZE_BYTES: u32 = 1024;
 /// the WAL itself (SQLite's `wal_autocheckpoint`) once it holds this many bytes of pages.
 pub const WAL_BOUND_BYTES: u64 = 64 << 20;
 
+/// How long a SQLite statement waits for a lock another connection holds (the WAL flusher,
+/// another process) before the store answers unavailable.
+pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How often the WAL is flushed into the database file while writes go on.
 pub const WAL_FLUSH_INTERVAL: Duration = Duration::from_millis(250);
 

@@ -50,3 +50,41 @@ async fn a_batch_whose_caller_stops_waiting_is_written_whole_and_the_writer_goes
     let positions: Vec<u64> = stored.iter().map(|e| e.position).collect();
     assert_eq!(positions, vec![1, 2, 3, 4]);
 }
+
+/// An append that writes nothing still reads the file's head, and the store's head watch
+/// hears of it: here another store on the same file (another process) wrote meanwhile, and the
+/// append, decided on an older version, conflicts.
+#[tokio::test]
+async fn an_append_that_writes_nothing_still_moves_the_head_watch_to_the_file_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("shared.db").display());
+    let a = ledger::store::SqliteStore::open(&url).await.unwrap();
+    let b = ledger::store::SqliteStore::open(&url).await.unwrap();
+    use ledger::EventStore as _;
+    let first = vec![StreamAppend::new(
+        "s",
+        ExpectedVersion::NoStream,
+        vec![event(0)],
+    )];
+    a.append(first).await.unwrap();
+    let other = vec![StreamAppend::new(
+        "t",
+        ExpectedVersion::NoStream,
+        vec![event(1), event(2)],
+    )];
+    b.append(other).await.unwrap();
+    assert_eq!(*a.watch_head().borrow(), 1);
+
+    let stale = vec![StreamAppend::new(
+        "t",
+        ExpectedVersion::NoStream,
+        vec![event(3)],
+    )];
+    let results = a.append(stale).await.unwrap();
+    assert!(results[0].is_conflict(), "{results:?}");
+    assert_eq!(
+        *a.watch_head().borrow(),
+        3,
+        "the head read in the append's transaction"
+    );
+}

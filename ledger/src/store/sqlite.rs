@@ -9,7 +9,6 @@
 //! "checkpoint" means a view's stored position.)
 
 use std::str::FromStr;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -19,11 +18,7 @@ use tokio::sync::watch;
 use super::backend::Backend;
 use super::sqlite_writer::WriterThread;
 use super::{files, AppendResult, EventStore, OpenMode, Position, StoreError, StreamAppend};
-use crate::limits::{PAGE_SIZE_BYTES, WAL_FLUSH_INTERVAL};
-
-/// How long a statement waits for a lock another connection holds (the WAL flusher, another
-/// process) before the store answers unavailable.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::limits::{PAGE_SIZE_BYTES, SQLITE_BUSY_TIMEOUT, WAL_FLUSH_INTERVAL};
 
 pub struct SqliteStore {
     /// The one writer: a thread owning the connection every append goes through.
@@ -88,7 +83,7 @@ impl SqliteStore {
             .page_size(PAGE_SIZE_BYTES)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(BUSY_TIMEOUT);
+            .busy_timeout(SQLITE_BUSY_TIMEOUT);
         // The file is created (with its page size and WAL mode) and migrated on a connection
         // of sqlx's, closed before the writer opens its own.
         let mut setup = SqliteConnection::connect_with(&options).await?;
@@ -97,8 +92,12 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Migration(e.to_string()))?;
         let _ = setup.close().await;
-        let writer =
-            WriterThread::start(options.get_filename(), asks_read_only(url), BUSY_TIMEOUT).await?;
+        let writer = WriterThread::start(
+            options.get_filename(),
+            asks_read_only(url),
+            SQLITE_BUSY_TIMEOUT,
+        )
+        .await?;
         let read = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options.clone().read_only(true))

@@ -26,7 +26,8 @@ use super::rows::{to_i64, to_u64, EVENT_COLUMNS, SAVE_SNAPSHOT};
 use super::{AppendResult, Position, StoreError, StreamAppend};
 use crate::limits::WAL_BOUND_BYTES;
 
-/// What an append answers: each append's result, and the head after the batch when it wrote.
+/// What an append answers: each append's result, and the head it saw or left (another
+/// process's appends included), for the store's head watch.
 pub(super) type Written = (Vec<AppendResult>, Option<Position>);
 
 struct Request {
@@ -190,9 +191,9 @@ impl Writer {
                 return Ok((speculation.plan.results, new_head));
             }
         }
-        let (results, head, wrote) = self.append_checked(batch)?;
+        let (results, head) = self.append_checked(batch)?;
         self.last_head = Some(head);
-        Ok((results, wrote.then_some(head)))
+        Ok((results, Some(head)))
     }
 
     /// The speculated rows, inserted only if the head and every named stream's version are what
@@ -206,15 +207,7 @@ impl Writer {
         let rows = &speculation.plan.rows;
         let head = rows[0].position - 1;
         self.execute(BEGIN)?;
-        let as_assumed = self.read_head()? == head
-            && speculation
-                .assumed_versions
-                .iter()
-                .map(|(stream, version)| Ok(self.read_version(stream)? == *version))
-                .collect::<Result<Vec<bool>, StoreError>>()?
-                .into_iter()
-                .all(|same| same);
-        if !as_assumed {
+        if !self.is_as_assumed(head, &speculation.assumed_versions)? {
             self.execute("ROLLBACK")?;
             return Ok(false);
         }
@@ -230,13 +223,30 @@ impl Writer {
         Ok(true)
     }
 
+    /// Whether the file is at `head` and each stream at its assumed version (`None`: none).
+    fn is_as_assumed(
+        &self,
+        head: Position,
+        assumed_versions: &[(&str, Option<u64>)],
+    ) -> Result<bool, StoreError> {
+        if self.read_head()? != head {
+            return Ok(false);
+        }
+        for (stream, version) in assumed_versions {
+            if self.read_version(stream)? != *version {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// The append with its read: the current head, the versions of the streams named and any
-    /// event ids stored already, then the planned insert. Returns the results, the head after,
-    /// and whether anything was written.
+    /// event ids stored already, then the planned insert. Returns the results and the head
+    /// after (the one read, when nothing was written).
     fn append_checked(
         &self,
         batch: &[StreamAppend],
-    ) -> Result<(Vec<AppendResult>, Position, bool), StoreError> {
+    ) -> Result<(Vec<AppendResult>, Position), StoreError> {
         self.execute(BEGIN)?;
         let head = self.read_head()?;
         let mut versions = HashMap::new();
@@ -259,7 +269,7 @@ impl Writer {
         let Some(new_head) = rows.last().map(|r| r.position) else {
             // Nothing to write (conflicts, or events stored already): no fsync either.
             self.execute("ROLLBACK")?;
-            return Ok((results, head, false));
+            return Ok((results, head));
         };
         for (stream, snapshot) in &snapshots {
             self.conn
@@ -276,7 +286,7 @@ impl Writer {
         }
         self.insert(&rows).map_err(unavailable)?;
         self.execute("COMMIT")?;
-        Ok((results, new_head, true))
+        Ok((results, new_head))
     }
 
     fn insert(&self, rows: &[Row<'_>]) -> Result<(), rusqlite::Error> {
