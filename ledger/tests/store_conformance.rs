@@ -272,6 +272,54 @@ async fn the_feed_reads_from_any_position(store: Arc<dyn EventStore>) {
     assert_eq!(*store.watch_head().borrow(), all[24].position);
 }
 
+/// The feed (what the views read) gives every stored field of every event as `read_all` does,
+/// pages from any position, and reads an empty metadata field as absent.
+async fn the_feed_gives_what_read_all_gives(store: Arc<dyn EventStore>) {
+    assert!(store.read_feed(0, 10).await.unwrap().is_empty());
+    for i in 0..12u64 {
+        let mut e = event(i);
+        if i % 4 == 0 {
+            e.metadata.actor = Some(String::new());
+            e.metadata.correlation_id = Some(format!("corr-{i}"));
+        }
+        one(
+            &*store,
+            append(&format!("f{}", i % 5), ExpectedVersion::Any, vec![e]),
+        )
+        .await;
+    }
+    let all = store.read_all(0, 100).await.unwrap();
+    let mut feed = vec![];
+    let mut after = 0;
+    loop {
+        let page = store.read_feed(after, 5).await.unwrap();
+        assert!(page.len() <= 5);
+        let Some(last) = page.last() else { break };
+        after = last.position;
+        feed.extend(page);
+    }
+    assert_eq!(feed.len(), all.len());
+    for (fed, stored) in feed.iter().zip(&all) {
+        assert_eq!(fed.position, stored.position);
+        assert_eq!(fed.stream, stored.stream);
+        assert_eq!(fed.version, stored.version);
+        assert_eq!(fed.event_type, stored.event.event_type);
+        assert_eq!(fed.schema_version, stored.event.schema_version);
+        assert_eq!(fed.recorded_at, stored.event.recorded_at);
+        assert_eq!(fed.metadata, stored.event.metadata);
+        let fed_body: Value = serde_json::from_str(&fed.data).unwrap();
+        assert_eq!(fed_body, body(stored));
+    }
+    assert_eq!(
+        feed[0].metadata.actor, None,
+        "an empty actor reads as absent"
+    );
+    assert_eq!(feed[0].metadata.correlation_id.as_deref(), Some("corr-0"));
+    assert_eq!(feed[1].metadata.actor.as_deref(), Some("tester"));
+    let tail = store.read_feed(all[8].position, 100).await.unwrap();
+    assert_eq!(tail.len(), 3);
+}
+
 /// Concurrent writers on the same streams: every append is either stored once, at the
 /// version it expected, or reported as a conflict; a follower sees every event exactly once.
 async fn concurrent_writers_never_overwrite_and_followers_miss_nothing(
@@ -478,6 +526,7 @@ conformance!(
     a_broken_chain_stays_broken,
     empty_appends_check_the_version_only,
     the_feed_reads_from_any_position,
+    the_feed_gives_what_read_all_gives,
     snapshots_are_stored_only_with_their_events,
     a_large_batch_is_stored_whole_and_in_order,
 );

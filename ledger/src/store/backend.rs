@@ -27,11 +27,13 @@ pub trait Backend: Send + Sync + 'static {
     /// The pool that serves reads of streams, snapshots and the head.
     fn read_pool(&self) -> &Pool<Self::Db>;
 
-    /// The pool that serves [`EventStore::read_feed`]: the read pool unless the backend keeps
-    /// the feed's reads apart.
-    fn feed_pool(&self) -> &Pool<Self::Db> {
-        self.read_pool()
-    }
+    /// See [`EventStore::read_feed`]: a backend reads the feed its own way, since a follower of
+    /// the whole log reads every event written.
+    async fn read_feed_page(
+        &self,
+        after: Position,
+        max_count: usize,
+    ) -> Result<Vec<FeedEvent>, StoreError>;
 
     /// See [`EventStore::append`], for a batch that passed `plan::check_batch`.
     async fn append_valid_batch(
@@ -96,7 +98,7 @@ where
         after: Position,
         max_count: usize,
     ) -> Result<Vec<FeedEvent>, StoreError> {
-        Reader(self.feed_pool()).feed(after, max_count).await
+        self.read_feed_page(after, max_count).await
     }
 
     async fn stream_names(&self, after: &str, max_count: usize) -> Result<Vec<String>, StoreError> {

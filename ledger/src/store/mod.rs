@@ -16,6 +16,7 @@ mod plan;
 mod postgres;
 mod rows;
 mod sqlite;
+mod sqlite_feed;
 mod sqlite_writer;
 
 use std::sync::Arc;

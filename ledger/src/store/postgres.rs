@@ -15,8 +15,10 @@ use sqlx::{PgPool, Row as _};
 use tokio::sync::watch;
 
 use super::backend::Backend;
-use super::rows::{to_i64, EVENT_COLUMNS, SAVE_SNAPSHOT};
-use super::{plan, AppendResult, EventStore, OpenMode, Position, StoreError, StreamAppend};
+use super::rows::{to_i64, Reader, EVENT_COLUMNS, SAVE_SNAPSHOT};
+use super::{
+    plan, AppendResult, EventStore, FeedEvent, OpenMode, Position, StoreError, StreamAppend,
+};
 
 /// The advisory lock key that serialises appends ("quota" in ASCII).
 const APPEND_LOCK_KEY: i64 = 0x71_75_6f_74_61;
@@ -144,6 +146,14 @@ impl Backend for PostgresStore {
 
     fn head_sender(&self) -> &watch::Sender<Position> {
         &self.head
+    }
+
+    async fn read_feed_page(
+        &self,
+        after: Position,
+        max_count: usize,
+    ) -> Result<Vec<FeedEvent>, StoreError> {
+        Reader(&self.pool).feed(after, max_count).await
     }
 
     async fn store_identity(&self) -> Result<Option<String>, StoreError> {

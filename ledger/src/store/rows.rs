@@ -241,7 +241,7 @@ where
     })
 }
 
-fn timestamp_from_ms(ms: i64) -> Result<Timestamp, StoreError> {
+pub(crate) fn timestamp_from_ms(ms: i64) -> Result<Timestamp, StoreError> {
     chrono::DateTime::from_timestamp_millis(ms)
         .ok_or_else(|| StoreError::Corrupt(format!("recorded_at {ms} out of range")))
 }

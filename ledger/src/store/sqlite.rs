@@ -16,8 +16,11 @@ use sqlx::{Connection as _, SqliteConnection, SqlitePool};
 use tokio::sync::watch;
 
 use super::backend::Backend;
+use super::sqlite_feed::FeedThread;
 use super::sqlite_writer::WriterThread;
-use super::{files, AppendResult, EventStore, OpenMode, Position, StoreError, StreamAppend};
+use super::{
+    files, AppendResult, EventStore, FeedEvent, OpenMode, Position, StoreError, StreamAppend,
+};
 use crate::limits::{PAGE_SIZE_BYTES, SQLITE_BUSY_TIMEOUT, WAL_FLUSH_INTERVAL};
 
 pub struct SqliteStore {
@@ -27,12 +30,9 @@ pub struct SqliteStore {
     /// only when used.
     admin: SqlitePool,
     read: SqlitePool,
-    /// The readers of [`EventStore::read_feed`], apart from `read` so a follower of the whole
-    /// log never queues the reads that decisions wait for. Connected lazily, by the first
-    /// feed read: SQLite runs each connection on a thread it spawns from the connecting thread,
-    /// which inherits its priority, so a follower that runs at a lower priority (the views)
-    /// keeps its reads there too.
-    feed: SqlitePool,
+    /// The reader of [`EventStore::read_feed`], apart from `read` so a follower of the whole
+    /// log never queues the reads that decisions wait for.
+    feed: FeedThread,
     head: watch::Sender<Position>,
 }
 
@@ -105,18 +105,7 @@ impl SqliteStore {
         let admin = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_lazy_with(options.clone());
-        let feed = SqlitePoolOptions::new()
-            .max_connections(2)
-            .min_connections(0)
-            .connect_lazy_with(
-                options
-                    .clone()
-                    .read_only(true)
-                    // A whole page in flight: SQLite's thread hands rows over without waiting
-                    // for the reader to take each few (sqlx's default is 50 rows), which
-                    // made a rebuild wait on every few rows (see docs/BENCHMARKS.md).
-                    .row_buffer_size(super::MAX_READ_COUNT),
-            );
+        let feed = FeedThread::new(options.get_filename(), SQLITE_BUSY_TIMEOUT);
         let store = SqliteStore {
             writer,
             admin,
@@ -190,8 +179,12 @@ impl Backend for SqliteStore {
         &self.read
     }
 
-    fn feed_pool(&self) -> &SqlitePool {
-        &self.feed
+    async fn read_feed_page(
+        &self,
+        after: Position,
+        max_count: usize,
+    ) -> Result<Vec<FeedEvent>, StoreError> {
+        self.feed.read(after, max_count).await
     }
 
     fn database_of_events(&self) -> super::Database {
