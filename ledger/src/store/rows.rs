@@ -45,7 +45,7 @@ const READ_ALL: &str = concat!(
     recorded_columns!(),
     " FROM events WHERE position > $1 ORDER BY position LIMIT $2"
 );
-const READ_FEED: &str = concat!(
+pub(crate) const READ_FEED: &str = concat!(
     "SELECT ",
     feed_columns!(),
     " FROM events WHERE position > $1 ORDER BY position LIMIT $2"
@@ -161,7 +161,7 @@ where
     }
 }
 
-fn read_limit(max_count: usize) -> i64 {
+pub(crate) fn read_limit(max_count: usize) -> i64 {
     to_i64(max_count.min(MAX_READ_COUNT) as u64)
 }
 
@@ -173,29 +173,61 @@ where
     for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
     for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
 {
-    let schema_version: i64 = row.try_get(4)?;
-    let text = |index: usize| -> Result<Option<String>, StoreError> {
-        // An empty metadata field reads as absent.
-        Ok(row
-            .try_get::<Option<String>, _>(index)?
-            .filter(|s| !s.is_empty()))
-    };
-    Ok(FeedEvent {
-        position: to_u64(row.try_get(0)?, "position")?,
+    FeedColumns {
+        position: row.try_get(0)?,
         stream: row.try_get(1)?,
-        version: to_u64(row.try_get(2)?, "version")?,
+        version: row.try_get(2)?,
         event_type: row.try_get(3)?,
-        schema_version: u16::try_from(schema_version)
-            .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
+        schema_version: row.try_get(4)?,
         data: row.try_get(5)?,
-        recorded_at: timestamp_from_ms(row.try_get(6)?)?,
-        metadata: Metadata {
-            actor: text(7)?,
-            request_id: text(8)?,
-            correlation_id: text(9)?,
-            principal: text(10)?,
-        },
-    })
+        recorded_at_ms: row.try_get(6)?,
+        actor: row.try_get(7)?,
+        request_id: row.try_get(8)?,
+        correlation_id: row.try_get(9)?,
+        principal: row.try_get(10)?,
+    }
+    .into_event()
+}
+
+/// The columns of [`feed_columns!`] as read, by whichever driver read them: one place for
+/// what they must hold.
+pub(crate) struct FeedColumns {
+    pub(crate) position: i64,
+    pub(crate) stream: String,
+    pub(crate) version: i64,
+    pub(crate) event_type: String,
+    pub(crate) schema_version: i64,
+    pub(crate) data: String,
+    pub(crate) recorded_at_ms: i64,
+    pub(crate) actor: Option<String>,
+    pub(crate) request_id: Option<String>,
+    pub(crate) correlation_id: Option<String>,
+    pub(crate) principal: Option<String>,
+}
+
+impl FeedColumns {
+    /// The event, or corrupt if a column holds what no append stores. An empty metadata
+    /// field reads as absent.
+    pub(crate) fn into_event(self) -> Result<FeedEvent, StoreError> {
+        let present = |field: Option<String>| field.filter(|s| !s.is_empty());
+        let schema_version = self.schema_version;
+        Ok(FeedEvent {
+            position: to_u64(self.position, "position")?,
+            stream: self.stream,
+            version: to_u64(self.version, "version")?,
+            event_type: self.event_type,
+            schema_version: u16::try_from(schema_version)
+                .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
+            data: self.data,
+            recorded_at: timestamp_from_ms(self.recorded_at_ms)?,
+            metadata: Metadata {
+                actor: present(self.actor),
+                request_id: present(self.request_id),
+                correlation_id: present(self.correlation_id),
+                principal: present(self.principal),
+            },
+        })
+    }
 }
 
 /// A row that selected [`recorded_columns!`]. A body that is not JSON is corrupt.
@@ -241,7 +273,7 @@ where
     })
 }
 
-pub(crate) fn timestamp_from_ms(ms: i64) -> Result<Timestamp, StoreError> {
+fn timestamp_from_ms(ms: i64) -> Result<Timestamp, StoreError> {
     chrono::DateTime::from_timestamp_millis(ms)
         .ok_or_else(|| StoreError::Corrupt(format!("recorded_at {ms} out of range")))
 }

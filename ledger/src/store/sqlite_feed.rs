@@ -18,16 +18,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, Row};
 use tokio::sync::oneshot;
 
-use super::rows::{timestamp_from_ms, to_i64, to_u64};
-use super::{FeedEvent, Metadata, Position, StoreError, MAX_READ_COUNT};
-
-/// The columns of a [`FeedEvent`], in the order [`feed_event`] reads them; the body as text,
-/// as the shared reads cast it (a body stored as anything else then fails to decode, with its
-/// position, rather than failing the page).
-const READ_FEED: &str = "SELECT position, stream, version, event_type, schema_version, \
-     CAST(data AS TEXT), \
-     recorded_at_ms, actor, request_id, correlation_id, principal \
-     FROM events WHERE position > ?1 ORDER BY position LIMIT ?2";
+use super::rows::{read_limit, to_i64, FeedColumns, READ_FEED};
+use super::{FeedEvent, Position, StoreError, MAX_READ_COUNT};
 
 struct Request {
     after: Position,
@@ -133,6 +125,7 @@ impl Opener {
     }
 }
 
+/// A page of the shared feed read ([`READ_FEED`]: the same SQL and columns as PostgreSQL's).
 fn read_page(
     conn: &Connection,
     after: Position,
@@ -140,40 +133,28 @@ fn read_page(
 ) -> Result<Vec<FeedEvent>, StoreError> {
     let mut read = conn.prepare_cached(READ_FEED).map_err(read_failed)?;
     let mut rows = read
-        .query((to_i64(after), to_i64(max_count as u64)))
+        .query((to_i64(after), read_limit(max_count)))
         .map_err(read_failed)?;
-    let mut page = Vec::with_capacity(max_count.min(1024));
+    let mut page = Vec::with_capacity(max_count);
     while let Some(row) = rows.next().map_err(read_failed)? {
-        page.push(feed_event(row)?);
+        page.push(feed_columns(row).map_err(read_failed)?.into_event()?);
     }
     Ok(page)
 }
 
-/// A row of [`READ_FEED`]. An empty metadata field reads as absent.
-fn feed_event(row: &Row<'_>) -> Result<FeedEvent, StoreError> {
-    let text = |index: usize| -> Result<Option<String>, StoreError> {
-        Ok(row
-            .get::<_, Option<String>>(index)
-            .map_err(read_failed)?
-            .filter(|s| !s.is_empty()))
-    };
-    let integer = |index: usize| row.get::<_, i64>(index).map_err(read_failed);
-    let schema_version = integer(4)?;
-    Ok(FeedEvent {
-        position: to_u64(integer(0)?, "position")?,
-        stream: row.get(1).map_err(read_failed)?,
-        version: to_u64(integer(2)?, "version")?,
-        event_type: row.get(3).map_err(read_failed)?,
-        schema_version: u16::try_from(schema_version)
-            .map_err(|_| StoreError::Corrupt(format!("schema version {schema_version}")))?,
-        data: row.get(5).map_err(read_failed)?,
-        recorded_at: timestamp_from_ms(integer(6)?)?,
-        metadata: Metadata {
-            actor: text(7)?,
-            request_id: text(8)?,
-            correlation_id: text(9)?,
-            principal: text(10)?,
-        },
+fn feed_columns(row: &Row<'_>) -> rusqlite::Result<FeedColumns> {
+    Ok(FeedColumns {
+        position: row.get(0)?,
+        stream: row.get(1)?,
+        version: row.get(2)?,
+        event_type: row.get(3)?,
+        schema_version: row.get(4)?,
+        data: row.get(5)?,
+        recorded_at_ms: row.get(6)?,
+        actor: row.get(7)?,
+        request_id: row.get(8)?,
+        correlation_id: row.get(9)?,
+        principal: row.get(10)?,
     })
 }
 
