@@ -17,6 +17,7 @@ mod postgres;
 mod rows;
 mod sqlite;
 mod sqlite_feed;
+mod sqlite_thread;
 mod sqlite_writer;
 
 use std::sync::Arc;

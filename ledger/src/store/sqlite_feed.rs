@@ -16,16 +16,15 @@ use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, Row};
-use tokio::sync::oneshot;
 
 use super::rows::{read_limit, to_i64, FeedColumns, READ_FEED};
+use super::sqlite_thread;
 use super::{FeedEvent, Position, StoreError, MAX_READ_COUNT};
 
-struct Request {
-    after: Position,
-    max_count: usize,
-    reply: oneshot::Sender<Result<Vec<FeedEvent>, StoreError>>,
-}
+/// A page to read: the events after a position, at most a count.
+type Request = sqlite_thread::Request<(Position, usize), Vec<FeedEvent>>;
+
+const STOPPED: &str = "the feed's reader stopped";
 
 /// The handle of the feed's reader; its thread ends once this is dropped.
 pub(super) struct FeedThread {
@@ -52,18 +51,8 @@ impl FeedThread {
         after: Position,
         max_count: usize,
     ) -> Result<Vec<FeedEvent>, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        let request = Request {
-            after,
-            max_count: max_count.min(MAX_READ_COUNT),
-            reply,
-        };
-        self.queue()?
-            .send(request)
-            .map_err(|_| StoreError::Unavailable("the feed's reader stopped".into()))?;
-        answer
-            .await
-            .map_err(|_| StoreError::Unavailable("the feed's reader stopped".into()))?
+        let page = (after, max_count.min(MAX_READ_COUNT));
+        sqlite_thread::ask(&self.queue()?, page, STOPPED).await
     }
 
     /// The reader thread's queue, starting the thread on the first call.
@@ -71,7 +60,7 @@ impl FeedThread {
         let mut requests = self
             .requests
             .lock()
-            .map_err(|_| StoreError::Unavailable("the feed's reader stopped".into()))?;
+            .map_err(|_| StoreError::Unavailable(STOPPED.into()))?;
         if let Some(queue) = requests.as_ref() {
             return Ok(queue.clone());
         }
@@ -82,32 +71,17 @@ impl FeedThread {
         };
         std::thread::Builder::new()
             .name("quota-sqlite-feed".into())
-            .spawn(move || serve(&opener, incoming))
+            .spawn(move || {
+                sqlite_thread::serve(
+                    None,
+                    || opener.open(),
+                    incoming,
+                    |conn, (after, max)| read_page(conn, after, max),
+                )
+            })
             .map_err(|e| StoreError::Unavailable(format!("cannot start the feed's reader: {e}")))?;
         *requests = Some(queue.clone());
         Ok(queue)
-    }
-}
-
-/// The reader thread's loop: one page at a time, on a connection opened when first needed.
-fn serve(opener: &Opener, incoming: mpsc::Receiver<Request>) {
-    let mut current: Option<Connection> = None;
-    for request in incoming {
-        let conn = match current.take() {
-            Some(conn) => conn,
-            None => match opener.open() {
-                Ok(conn) => conn,
-                Err(error) => {
-                    let _ = request.reply.send(Err(error));
-                    continue;
-                }
-            },
-        };
-        let page = read_page(&conn, request.after, request.max_count);
-        if page.is_ok() {
-            current = Some(conn);
-        }
-        let _ = request.reply.send(page);
     }
 }
 

@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use super::plan::{self, Plan, Row};
 use super::rows::{to_i64, to_u64, EVENT_COLUMNS, SAVE_SNAPSHOT};
+use super::sqlite_thread;
 use super::{AppendResult, Position, StoreError, StreamAppend};
 use crate::limits::WAL_BOUND_BYTES;
 
@@ -30,10 +31,9 @@ use crate::limits::WAL_BOUND_BYTES;
 /// process's appends included), for the store's head watch.
 pub(super) type Written = (Vec<AppendResult>, Option<Position>);
 
-struct Request {
-    batch: Vec<StreamAppend>,
-    reply: oneshot::Sender<Result<Written, StoreError>>,
-}
+type Request = sqlite_thread::Request<Vec<StreamAppend>, Written>;
+
+const STOPPED: &str = "the writer thread stopped";
 
 /// The handle of the writer thread; the thread ends, closing its connection, once this is
 /// dropped and the batches sent before have been written. Its queue has no bound of its own:
@@ -71,46 +71,23 @@ impl WriterThread {
                         return;
                     }
                 };
-                serve(writer, &opener, queue);
+                sqlite_thread::serve(
+                    Some(writer),
+                    || opener.open(),
+                    queue,
+                    |writer, batch| writer.append(&batch),
+                );
             })
             .map_err(|e| StoreError::Unavailable(format!("cannot start the writer: {e}")))?;
         is_open
             .await
-            .map_err(|_| StoreError::Unavailable("the writer thread stopped".into()))??;
+            .map_err(|_| StoreError::Unavailable(STOPPED.into()))??;
         Ok(WriterThread { requests })
     }
 
     /// Writes `batch` (checked by `plan::check_batch`) in one transaction on the writer thread.
     pub(super) async fn append(&self, batch: Vec<StreamAppend>) -> Result<Written, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.requests
-            .send(Request { batch, reply })
-            .map_err(|_| StoreError::Unavailable("the writer thread stopped".into()))?;
-        answer
-            .await
-            .map_err(|_| StoreError::Unavailable("the writer thread stopped".into()))?
-    }
-}
-
-/// The writer thread's loop: one batch at a time, in the order sent.
-fn serve(first: Writer, opener: &Opener, queue: mpsc::Receiver<Request>) {
-    let mut current = Some(first);
-    for Request { batch, reply } in queue {
-        let mut writer = match current.take() {
-            Some(writer) => writer,
-            None => match opener.open() {
-                Ok(writer) => writer,
-                Err(error) => {
-                    let _ = reply.send(Err(error));
-                    continue;
-                }
-            },
-        };
-        let written = writer.append(&batch);
-        if written.is_ok() {
-            current = Some(writer);
-        }
-        let _ = reply.send(written);
+        sqlite_thread::ask(&self.requests, batch, STOPPED).await
     }
 }
 
