@@ -19,6 +19,7 @@ mod sqlite;
 mod sqlite_feed;
 mod sqlite_thread;
 mod sqlite_writer;
+mod wal_room;
 
 use std::sync::Arc;
 
@@ -32,7 +33,7 @@ pub use files::{create_private_file, PRIVATE_FILE_MODE};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
-pub use crate::limits::{MAX_BATCH_EVENTS, MAX_READ_COUNT, WAL_BOUND_BYTES};
+pub use crate::limits::{MAX_BATCH_EVENTS, MAX_READ_COUNT, WAL_BOUND_BYTES, WAL_ROOM_BYTES};
 
 /// A global position: 1 for the first event ever stored, strictly increasing in commit order.
 /// `0` means "before the first event".

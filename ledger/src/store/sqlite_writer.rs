@@ -24,6 +24,7 @@ use uuid::Uuid;
 use super::plan::{self, Plan, Row};
 use super::rows::{to_i64, to_u64, EVENT_COLUMNS, SAVE_SNAPSHOT};
 use super::sqlite_thread;
+use super::wal_room::WalRoom;
 use super::{AppendResult, Position, StoreError, StreamAppend};
 use crate::limits::WAL_BOUND_BYTES;
 
@@ -94,6 +95,8 @@ impl WriterThread {
 /// The writer's connection and what it last saw.
 struct Writer {
     conn: Connection,
+    /// Zeros ahead of SQLite's writes in the WAL file, so commits overwrite rather than extend.
+    wal_room: WalRoom,
     /// The head this connection's last append saw or left, if it made one: with it the next
     /// append skips reading the stored event ids (see [`plan::speculate`]). Another process
     /// writing to the file makes the guess wrong, which costs that append the full read.
@@ -154,6 +157,7 @@ impl Opener {
             .map_err(unavailable)?;
         Ok(Writer {
             conn,
+            wal_room: WalRoom::beside(path),
             last_head: None,
         })
     }
@@ -178,12 +182,12 @@ impl Writer {
     /// written (the transaction then ends empty, without an fsync). An event id stored already
     /// (a retried append) also writes nothing here: the checked path finds it.
     fn append_speculatively(
-        &self,
+        &mut self,
         speculation: &plan::Speculation<'_>,
     ) -> Result<bool, StoreError> {
         let rows = &speculation.plan.rows;
         let head = rows[0].position - 1;
-        self.execute(BEGIN)?;
+        self.begin()?;
         if !self.is_as_assumed(head, &speculation.assumed_versions)? {
             self.execute("ROLLBACK")?;
             return Ok(false);
@@ -221,10 +225,10 @@ impl Writer {
     /// event ids stored already, then the planned insert. Returns the results and the head
     /// after (the one read, when nothing was written).
     fn append_checked(
-        &self,
+        &mut self,
         batch: &[StreamAppend],
     ) -> Result<(Vec<AppendResult>, Position), StoreError> {
-        self.execute(BEGIN)?;
+        self.begin()?;
         let head = self.read_head()?;
         let mut versions = HashMap::new();
         for stream in plan::streams(batch) {
@@ -286,6 +290,13 @@ impl Writer {
                 meta.principal,
             ])?;
         }
+        Ok(())
+    }
+
+    /// Takes the write lock, and with it makes room in the WAL for what this transaction writes.
+    fn begin(&mut self) -> Result<(), StoreError> {
+        self.execute(BEGIN)?;
+        self.wal_room.make_room();
         Ok(())
     }
 
