@@ -38,11 +38,31 @@ use output::Output;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = args::parse().unwrap_or_else(|error| error.exit());
     init_logs(&cli.command);
-    run(cli).await
+    match runtime() {
+        Ok(runtime) => runtime.block_on(run(cli)),
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The async runtime, with a worker thread for each core but one (at least one). The rest of
+/// the process's work runs on threads of its own, the embedded store's writer (every commit
+/// goes through it) and the views', and with PostgreSQL the server shares the machine too: a
+/// worker on every core would only contend with them for it (docs/BENCHMARKS.md has the
+/// measurement). `TOKIO_WORKER_THREADS`, where set, decides instead.
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        builder.worker_threads(cores.saturating_sub(1).max(1));
+    }
+    builder.build()
 }
 
 /// Logs go to stderr so that `--json` output on stdout stays clean; clients log only warnings.
