@@ -43,8 +43,8 @@ fn main() -> ExitCode {
     init_logs(&cli.command);
     match runtime() {
         Ok(runtime) => runtime.block_on(run(cli)),
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
+        Err(message) => {
+            eprintln!("error: {message}");
             ExitCode::FAILURE
         }
     }
@@ -55,14 +55,36 @@ fn main() -> ExitCode {
 /// goes through it) and the views', and with PostgreSQL the server shares the machine too: a
 /// worker on every core would only contend with them for it (docs/BENCHMARKS.md has the
 /// measurement). `TOKIO_WORKER_THREADS`, where set, decides instead.
-fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all();
-    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        builder.worker_threads(cores.saturating_sub(1).max(1));
-    }
-    builder.build()
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let workers = match std::env::var_os(WORKER_THREADS_VAR) {
+        None => cores.saturating_sub(1).max(1),
+        Some(text) => worker_threads(&text)?,
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .worker_threads(workers)
+        .build()
+        .map_err(|error| format!("cannot start the async runtime: {error}"))
+}
+
+const WORKER_THREADS_VAR: &str = "TOKIO_WORKER_THREADS";
+
+/// Most async workers `TOKIO_WORKER_THREADS` may ask for: far more than any machine's cores,
+/// few enough that a typo cannot exhaust the process's threads.
+const MAX_WORKER_THREADS: usize = 1024;
+
+/// `TOKIO_WORKER_THREADS` checked: a whole number from 1 to [`MAX_WORKER_THREADS`].
+fn worker_threads(text: &std::ffi::OsStr) -> Result<usize, String> {
+    text.to_str()
+        .and_then(|t| t.trim().parse::<usize>().ok())
+        .filter(|n| (1..=MAX_WORKER_THREADS).contains(n))
+        .ok_or_else(|| {
+            format!(
+                "{WORKER_THREADS_VAR} must be a whole number from 1 to {MAX_WORKER_THREADS}, not {:?}",
+                text.to_string_lossy()
+            )
+        })
 }
 
 /// Logs go to stderr so that `--json` output on stdout stays clean; clients log only warnings.
@@ -190,6 +212,24 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         }
         Command::Projections(ProjectionsCommand::Verify { name, store }) => {
             projections::verify(name, &store, out.json).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_threads_are_a_whole_number_within_bounds() {
+        assert_eq!(worker_threads("3".as_ref()), Ok(3));
+        assert_eq!(worker_threads(" 1\n".as_ref()), Ok(1));
+        for bad in ["0", "-1", "1025", "two", "", "1.5", "4\u{0}"] {
+            let message = worker_threads(bad.as_ref()).unwrap_err();
+            assert!(
+                message.starts_with("TOKIO_WORKER_THREADS must be"),
+                "{message}"
+            );
         }
     }
 }
