@@ -32,15 +32,19 @@ const _: () = assert!(WAL_ROOM_BYTES.is_multiple_of(ZEROS_BYTES as u64));
 
 /// The WAL file of one database, and how far its zeros reach.
 pub(super) struct WalRoom {
-    /// Opened at the first transaction (SQLite creates the file when a connection first reads).
-    file: Option<File>,
     path: PathBuf,
-    /// The file's length after the last zeros were written: a longer file means SQLite has
-    /// written past them.
-    zeroed_to: u64,
+    state: State,
+}
+
+enum State {
+    /// Opened at the first transaction (SQLite creates the file when a connection first reads).
+    Unopened,
+    /// `zeroed_to` is the file's length after the last zeros were written: a longer file means
+    /// SQLite has written past them.
+    Open { file: File, zeroed_to: u64 },
     /// Room cannot be made (the file cannot be opened or written): commits extend the file,
     /// as SQLite does by itself.
-    given_up: bool,
+    GivenUp,
 }
 
 impl WalRoom {
@@ -50,10 +54,8 @@ impl WalRoom {
         let mut path = database.as_os_str().to_owned();
         path.push("-wal");
         WalRoom {
-            file: None,
             path: PathBuf::from(path),
-            zeroed_to: 0,
-            given_up: false,
+            state: State::Unopened,
         }
     }
 
@@ -62,63 +64,52 @@ impl WalRoom {
     /// before the transaction writes: then nothing else writes the file meanwhile. Never fails:
     /// a file that cannot be grown is cut back to what SQLite wrote, and left to SQLite.
     pub(super) fn make_room(&mut self) {
-        if self.given_up || (self.file.is_none() && !self.open()) {
-            return;
-        }
-        let Some(file) = &self.file else { return };
-        let written_to = match length_of(file) {
-            Ok(length) => length,
-            Err(error) => return self.give_up(&error),
+        let done = match &mut self.state {
+            State::GivenUp => return,
+            // What is there already was written by SQLite: zeros go past it once it grows.
+            State::Unopened => open_wal(&self.path).map(|(file, length)| {
+                self.state = State::Open {
+                    file,
+                    zeroed_to: length,
+                }
+            }),
+            State::Open { file, zeroed_to } => keep_ahead(file, zeroed_to),
         };
-        if written_to < self.zeroed_to {
-            // Cut short meanwhile (a `TRUNCATE` flush, `journal_size_limit`): SQLite extends
-            // it from here, so zeros follow once it has.
-            self.zeroed_to = written_to;
-            return;
-        }
-        if written_to == self.zeroed_to {
-            return;
-        }
-        match write_zeros(file, written_to) {
-            Ok(()) => self.zeroed_to = written_to + WAL_ROOM_BYTES,
-            Err(error) => {
-                // A full disk must not fail the commit that would have fitted.
-                let _ = file.set_len(written_to);
-                self.give_up(&error);
-            }
+        if let Err(error) = done {
+            tracing::warn!(
+                wal = %self.path.display(),
+                %error,
+                "cannot keep room in the WAL file; commits extend it instead"
+            );
+            self.state = State::GivenUp;
         }
     }
+}
 
-    /// Opens the WAL file, which SQLite created when the connection first read; `false` if it
-    /// cannot be (it is not there: nothing to make room in).
-    fn open(&mut self) -> bool {
-        let opened = OpenOptions::new()
-            .write(true)
-            .open(&self.path)
-            .and_then(|file| Ok((length_of(&file)?, file)));
-        match opened {
-            Ok((length, file)) => {
-                // What is there already was written by SQLite: zeros go past it once it grows.
-                self.zeroed_to = length;
-                self.file = Some(file);
-                true
-            }
-            Err(error) => {
-                self.give_up(&error);
-                false
-            }
-        }
-    }
+/// Opens the WAL file, which SQLite created when the connection first read, and its length.
+fn open_wal(path: &Path) -> std::io::Result<(File, u64)> {
+    let file = OpenOptions::new().write(true).open(path)?;
+    let length = length_of(&file)?;
+    Ok((file, length))
+}
 
-    fn give_up(&mut self, error: &std::io::Error) {
-        tracing::warn!(
-            wal = %self.path.display(),
-            %error,
-            "cannot keep room in the WAL file; commits extend it instead"
-        );
-        self.file = None;
-        self.given_up = true;
+/// Writes zeros past the end of `file` if SQLite has written past `zeroed_to`, and moves it
+/// to their end; a file that cannot be grown is cut back to what SQLite wrote.
+fn keep_ahead(file: &File, zeroed_to: &mut u64) -> std::io::Result<()> {
+    let written_to = length_of(file)?;
+    if written_to <= *zeroed_to {
+        // Inside the zeros; or cut short meanwhile (a `TRUNCATE` flush, `journal_size_limit`),
+        // and SQLite extends it from here, so zeros follow once it has.
+        *zeroed_to = written_to;
+        return Ok(());
     }
+    if let Err(error) = write_zeros(file, written_to) {
+        // A full disk must not fail the commit that would have fitted.
+        let _ = file.set_len(written_to);
+        return Err(error);
+    }
+    *zeroed_to = written_to + WAL_ROOM_BYTES;
+    Ok(())
 }
 
 /// The file's length, read by seeking to its end: an `fstat` would ask for its times too, and
@@ -146,12 +137,26 @@ mod tests {
         dir.join("q.db-wal")
     }
 
-    #[test]
-    fn zeros_go_past_the_file_once_it_grows_and_never_over_it() {
+    fn wal_length(dir: &Path) -> u64 {
+        std::fs::metadata(wal_of(dir)).unwrap().len()
+    }
+
+    /// A folder whose WAL holds `frames`, and the room of that WAL, opened by its first call.
+    fn room_over(frames: &[u8]) -> (tempfile::TempDir, WalRoom) {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(wal_of(dir.path()), b"frames").unwrap();
+        std::fs::write(wal_of(dir.path()), frames).unwrap();
         let mut room = WalRoom::beside(&dir.path().join("q.db"));
         room.make_room();
+        (dir, room)
+    }
+
+    fn writer_of(dir: &Path) -> File {
+        OpenOptions::new().write(true).open(wal_of(dir)).unwrap()
+    }
+
+    #[test]
+    fn zeros_go_past_the_file_once_it_grows_and_never_over_it() {
+        let (dir, mut room) = room_over(b"frames");
         assert_eq!(std::fs::read(wal_of(dir.path())).unwrap(), b"frames");
 
         // SQLite appends: the next transaction finds the file longer and zeros follow it.
@@ -168,39 +173,23 @@ mod tests {
 
         // Writes inside the zeros do not grow the file: no more zeros. (Not through `wal`: on
         // Linux a positioned write to a file opened to append goes to its end.)
-        let inside = OpenOptions::new()
-            .write(true)
-            .open(wal_of(dir.path()))
-            .unwrap();
-        inside.write_all_at(b"inside", 20).unwrap();
+        writer_of(dir.path()).write_all_at(b"inside", 20).unwrap();
         room.make_room();
-        assert_eq!(
-            std::fs::metadata(wal_of(dir.path())).unwrap().len(),
-            11 + WAL_ROOM_BYTES
-        );
+        assert_eq!(wal_length(dir.path()), 11 + WAL_ROOM_BYTES);
     }
 
     #[test]
     fn a_file_cut_short_gets_zeros_once_it_grows_again() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(wal_of(dir.path()), b"frames").unwrap();
-        let mut room = WalRoom::beside(&dir.path().join("q.db"));
-        room.make_room();
-        let wal = OpenOptions::new()
-            .write(true)
-            .open(wal_of(dir.path()))
-            .unwrap();
+        let (dir, mut room) = room_over(b"frames");
+        let wal = writer_of(dir.path());
         wal.write_all_at(b"+", 6).unwrap();
         room.make_room();
         wal.set_len(0).unwrap();
         room.make_room();
-        assert_eq!(std::fs::metadata(wal_of(dir.path())).unwrap().len(), 0);
+        assert_eq!(wal_length(dir.path()), 0);
         wal.write_all_at(b"header", 0).unwrap();
         room.make_room();
-        assert_eq!(
-            std::fs::metadata(wal_of(dir.path())).unwrap().len(),
-            6 + WAL_ROOM_BYTES
-        );
+        assert_eq!(wal_length(dir.path()), 6 + WAL_ROOM_BYTES);
     }
 
     #[test]
