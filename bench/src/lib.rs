@@ -16,7 +16,8 @@
 //! - `workload`: the boot, the projects and their limits.
 //! - `driver`, `in_process`, `over_http`: where decisions go.
 //! - `load`: the closed-loop clients and their tallies.
-//! - `physical`: what bounds a figure (CPU time, the disk's sync time, the bound they give).
+//! - `physical`: what bounds a figure (CPU time, the disk's sync time, the bound they give);
+//!   `threads`: the CPU split by the part of the system each thread serves.
 //! - `run`: one run, start to report; `verify` and [`replay`]: the checks behind `verified`.
 //! - [`report`]: the JSON line.
 
@@ -29,6 +30,7 @@ mod physical;
 pub mod replay;
 pub mod report;
 mod run;
+mod threads;
 mod verify;
 mod workload;
 

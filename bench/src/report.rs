@@ -1,5 +1,7 @@
 //! The JSON line the bench prints, and the sums it is made of.
 
+use std::collections::BTreeMap;
+
 use crate::load::ClientTally;
 
 /// The JSON line the bench prints.
@@ -33,6 +35,12 @@ pub struct BenchReport {
     /// views' work during the load included.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_us_per_boot: Option<f64>,
+    /// In-process on Linux: `cpu_us_per_boot` split by the part of the system each thread
+    /// serves (`ledger_writer`, `ledger_feed`, `ledger_wal_flush`, `views`, `runtime`: the
+    /// async workers, where decisions are made and the bench's clients run), with `other`
+    /// the rest of the process's CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_boot_by_part: Option<BTreeMap<&'static str, f64>>,
     /// In-process: the ledger's group commits during the run, their mean size in decisions
     /// and their time in the store.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -21,6 +21,7 @@ use crate::load::{
 use crate::over_http::OverHttp;
 use crate::physical;
 use crate::report::{percentile_ms, round2, round3, BenchReport, Totals};
+use crate::threads;
 use crate::verify::{time_cold_loads, verify_store};
 use crate::workload::{
     fresh_projects, project_limits, tree_parent_limits, tree_parents, BURST_LIMIT,
@@ -156,7 +157,9 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
         None => None,
     };
     let cpu_before_us = physical::cpu_time_us();
+    let threads_before = threads::thread_times();
     let load = drive(&args, &setup.driver, &projects, clients).await?;
+    let threads_after = threads::thread_times();
     let cpu_us = cpu_before_us
         .zip(physical::cpu_time_us())
         .map(|(a, b)| b - a);
@@ -223,6 +226,12 @@ pub async fn execute(args: BenchArgs) -> Result<BenchReport, String> {
         cpu_us_per_boot: cpu_us
             .filter(|_| args.target.is_none())
             .map(|us| round2(us as f64 / totals.boots.max(1) as f64)),
+        cpu_us_per_boot_by_part: match (&threads_before, &threads_after, cpu_us) {
+            (Some(before), Some(after), Some(us)) if args.target.is_none() => {
+                Some(threads::per_boot_by_part(before, after, us, totals.boots))
+            }
+            _ => None,
+        },
         commits: write_path.as_ref().map(|w| w.commits),
         decisions_per_commit: write_path.as_ref().map(|w| w.decisions_per_commit),
         commit_ms_p50: write_path.as_ref().and_then(|w| w.commit_ms_p50),

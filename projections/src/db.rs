@@ -70,6 +70,7 @@ impl Db {
                     // every view batch into the file a second time, and fsync it, in line.
                     options
                         .clone()
+                        .thread_name(|_| "views-sqlite-wr".into())
                         .pragma(
                             "wal_autocheckpoint",
                             (WAL_BOUND_BYTES / u64::from(VIEWS_PAGE_SIZE_BYTES)).to_string(),
@@ -91,13 +92,18 @@ impl Db {
                 forget_views_of_another_store(&store_id, &write).await?;
                 let read = SqlitePoolOptions::new()
                     .max_connections(4)
-                    .connect_with(options.clone().read_only(true))
+                    .connect_with(
+                        options
+                            .clone()
+                            .read_only(true)
+                            .thread_name(|_| "views-sqlite-rd".into()),
+                    )
                     .await?;
                 let wal_flusher = on_views_thread(
                     SqlitePoolOptions::new()
                         .max_connections(1)
                         .min_connections(0),
-                    options,
+                    options.thread_name(|_| "views-sqlite-fl".into()),
                 )
                 .await?;
                 Ok(Db::Sqlite {

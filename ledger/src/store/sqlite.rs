@@ -98,13 +98,20 @@ impl SqliteStore {
             SQLITE_BUSY_TIMEOUT,
         )
         .await?;
+        // Each connection's thread is named for what it does, so profiles and the bench's CPU
+        // split (bench/src/threads.rs) can tell them apart.
         let read = SqlitePoolOptions::new()
             .max_connections(4)
-            .connect_with(options.clone().read_only(true))
+            .connect_with(
+                options
+                    .clone()
+                    .read_only(true)
+                    .thread_name(|_| "quota-sqlite-rd".into()),
+            )
             .await?;
         let admin = SqlitePoolOptions::new()
             .max_connections(1)
-            .connect_lazy_with(options.clone());
+            .connect_lazy_with(options.clone().thread_name(|_| "quota-sqlite-ad".into()));
         let feed = FeedThread::new(options.get_filename(), SQLITE_BUSY_TIMEOUT);
         let store = SqliteStore {
             writer,
@@ -135,7 +142,7 @@ async fn spawn_wal_flusher(
 ) -> Result<(), StoreError> {
     let pool = SqlitePoolOptions::new()
         .max_connections(1)
-        .connect_with(options)
+        .connect_with(options.thread_name(|_| "quota-sqlite-fl".into()))
         .await?;
     tokio::spawn(async move {
         loop {
