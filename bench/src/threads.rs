@@ -6,24 +6,31 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-/// A thread's name prefix and the part of the system it serves. The first match wins; a thread
-/// matching none (the main thread, sqlx's other connection threads, threads gone before the
-/// load ended) is counted in `other`, the process's CPU that no listed thread accounts for.
+use ledger::store::thread_names as store_threads;
+use projections::thread_names as view_threads;
+
+use crate::report::round2;
+
+/// A thread's name and the part of the system it serves. A thread named none of these (the
+/// main thread, the stores' other connections, threads gone before the load ended) is counted
+/// in `other`, the process's CPU that no listed thread accounts for.
 const PARTS: &[(&str, &str)] = &[
-    ("quota-sqlite-wr", "ledger_writer"),
-    ("quota-sqlite-fe", "ledger_feed"),
-    ("quota-sqlite-fl", "ledger_wal_flush"),
-    ("quota-views", "views"),
-    ("views-sqlite-", "views"),
+    (store_threads::WRITER, "ledger_writer"),
+    (store_threads::FEED, "ledger_feed"),
+    (store_threads::WAL_FLUSH, "ledger_wal_flush"),
+    (view_threads::VIEWS, "views"),
+    (view_threads::WRITER, "views"),
+    (view_threads::READER, "views"),
+    (view_threads::WAL_FLUSH, "views"),
+    // tokio's own name for its workers (and its blocking threads).
     ("tokio-rt-worker", "runtime"),
-    ("tokio-runtime-w", "runtime"),
 ];
 
-/// The part a thread named `name` serves, if it is listed.
+/// The part a thread the kernel shows as `name` serves, if it is listed.
 fn part_of(name: &str) -> Option<&'static str> {
     PARTS
         .iter()
-        .find(|(prefix, _)| name.starts_with(prefix))
+        .find(|(thread, _)| store_threads::as_visible(thread) == name)
         .map(|(_, part)| *part)
 }
 
@@ -91,7 +98,7 @@ pub(crate) fn per_boot_by_part(
     let boots = boots.max(1) as f64;
     used_us
         .into_iter()
-        .map(|(part, us)| (part, (us as f64 / boots * 100.0).round() / 100.0))
+        .map(|(part, us)| (part, round2(us as f64 / boots)))
         .collect()
 }
 

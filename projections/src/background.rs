@@ -26,7 +26,7 @@ fn handle() -> &'static Handle {
     HANDLE.get_or_init(|| {
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::Builder::new()
-            .name("quota-views".into())
+            .name(crate::thread_names::VIEWS.into())
             .spawn(move || {
                 lower_priority_of_this_thread();
                 let runtime = Builder::new_current_thread()

@@ -18,6 +18,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{PgPool, SqlitePool};
 
 use crate::limits::{VIEWS_PAGE_SIZE_BYTES, VIEWS_WRITER_CACHE_BYTES};
+use crate::thread_names;
 use crate::ProjectionError;
 
 /// The key of the PostgreSQL advisory lock that serialises writers of the live views, so
@@ -70,7 +71,7 @@ impl Db {
                     // every view batch into the file a second time, and fsync it, in line.
                     options
                         .clone()
-                        .thread_name(|_| "views-sqlite-wr".into())
+                        .thread_name(|_| thread_names::WRITER.into())
                         .pragma(
                             "wal_autocheckpoint",
                             (WAL_BOUND_BYTES / u64::from(VIEWS_PAGE_SIZE_BYTES)).to_string(),
@@ -96,14 +97,14 @@ impl Db {
                         options
                             .clone()
                             .read_only(true)
-                            .thread_name(|_| "views-sqlite-rd".into()),
+                            .thread_name(|_| thread_names::READER.into()),
                     )
                     .await?;
                 let wal_flusher = on_views_thread(
                     SqlitePoolOptions::new()
                         .max_connections(1)
                         .min_connections(0),
-                    options.thread_name(|_| "views-sqlite-fl".into()),
+                    options.thread_name(|_| thread_names::WAL_FLUSH.into()),
                 )
                 .await?;
                 Ok(Db::Sqlite {

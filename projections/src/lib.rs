@@ -17,6 +17,7 @@
 //!   from the audit view's entries; `point_in_time`: usage at a past instant, replayed from the
 //!   streams with the domain's fold.
 //! - [`limits`]: the read side's bounds (batches, pages, timings), in one place.
+//! - [`thread_names`]: the names of the views' threads, for profiles and the bench's CPU split.
 //! - `feed`: the views' only reader of the events (`EventStore::read_feed`, the codec).
 //! - `rebuild`: blue/green rebuilds; `verify`: the domain's replay, read stream by stream,
 //!   compared with the views; `health`: which views are degraded and why.
@@ -41,6 +42,7 @@ mod projects;
 mod rebuild;
 mod reservations;
 mod tables;
+pub mod thread_names;
 mod tree;
 mod usage;
 mod verify;

@@ -19,6 +19,7 @@ mod sqlite;
 mod sqlite_feed;
 mod sqlite_thread;
 mod sqlite_writer;
+pub mod thread_names;
 mod wal_room;
 
 use std::sync::Arc;

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use super::backend::Backend;
 use super::sqlite_feed::FeedThread;
 use super::sqlite_writer::WriterThread;
+use super::thread_names;
 use super::{
     files, AppendResult, EventStore, FeedEvent, OpenMode, Position, StoreError, StreamAppend,
 };
@@ -98,20 +99,19 @@ impl SqliteStore {
             SQLITE_BUSY_TIMEOUT,
         )
         .await?;
-        // Each connection's thread is named for what it does, so profiles and the bench's CPU
-        // split (bench/src/threads.rs) can tell them apart.
+        // Each connection's thread is named for what it does (`thread_names`).
         let read = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(
                 options
                     .clone()
                     .read_only(true)
-                    .thread_name(|_| "quota-sqlite-rd".into()),
+                    .thread_name(|_| thread_names::READER.into()),
             )
             .await?;
         let admin = SqlitePoolOptions::new()
             .max_connections(1)
-            .connect_lazy_with(options.clone().thread_name(|_| "quota-sqlite-ad".into()));
+            .connect_lazy_with(options.clone().thread_name(|_| thread_names::ADMIN.into()));
         let feed = FeedThread::new(options.get_filename(), SQLITE_BUSY_TIMEOUT);
         let store = SqliteStore {
             writer,
@@ -142,7 +142,7 @@ async fn spawn_wal_flusher(
 ) -> Result<(), StoreError> {
     let pool = SqlitePoolOptions::new()
         .max_connections(1)
-        .connect_with(options.thread_name(|_| "quota-sqlite-fl".into()))
+        .connect_with(options.thread_name(|_| thread_names::WAL_FLUSH.into()))
         .await?;
     tokio::spawn(async move {
         loop {

@@ -70,7 +70,7 @@ impl FeedThread {
             busy_timeout: self.busy_timeout,
         };
         std::thread::Builder::new()
-            .name("quota-sqlite-feed".into())
+            .name(super::thread_names::FEED.into())
             .spawn(move || {
                 sqlite_thread::serve(
                     None,

@@ -60,7 +60,7 @@ impl WriterThread {
             busy_timeout,
         };
         std::thread::Builder::new()
-            .name("quota-sqlite-writer".into())
+            .name(super::thread_names::WRITER.into())
             .spawn(move || {
                 let writer = match opener.open() {
                     Ok(writer) => {
