@@ -12,6 +12,7 @@
 
 mod backend;
 mod files;
+mod known_file;
 mod plan;
 mod postgres;
 mod rows;

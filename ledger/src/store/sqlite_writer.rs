@@ -21,6 +21,7 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use super::known_file::KnownFile;
 use super::plan::{self, Plan, Row};
 use super::rows::{to_i64, to_u64, EVENT_COLUMNS, SAVE_SNAPSHOT};
 use super::sqlite_thread;
@@ -97,10 +98,11 @@ struct Writer {
     conn: Connection,
     /// Zeros ahead of SQLite's writes in the WAL file, so commits overwrite rather than extend.
     wal_room: WalRoom,
-    /// The head this connection's last append saw or left, if it made one: with it the next
-    /// append skips reading the stored event ids (see [`plan::speculate`]). Another process
-    /// writing to the file makes the guess wrong, which costs that append the full read.
-    last_head: Option<Position>,
+    /// The head this connection's last append saw or left, if it made one, and the stream
+    /// versions it knows there: with them the next append skips reading the stored event ids
+    /// (see [`plan::speculate`]) and the versions it knows. Another process writing to the file
+    /// makes the guess wrong, which costs that append the full read.
+    known: KnownFile,
 }
 
 const BEGIN: &str = "BEGIN IMMEDIATE";
@@ -158,22 +160,24 @@ impl Opener {
         Ok(Writer {
             conn,
             wal_room: WalRoom::beside(path),
-            last_head: None,
+            known: KnownFile::default(),
         })
     }
 }
 
 impl Writer {
     fn append(&mut self, batch: &[StreamAppend]) -> Result<Written, StoreError> {
-        if let Some(speculation) = self.last_head.and_then(|head| plan::speculate(batch, head)) {
+        if let Some(speculation) = self
+            .known
+            .head()
+            .and_then(|head| plan::speculate(batch, head))
+        {
             if self.append_speculatively(&speculation)? {
-                let new_head = speculation.plan.rows.last().map(|r| r.position);
-                self.last_head = new_head;
-                return Ok((speculation.plan.results, new_head));
+                self.known.wrote(&speculation.plan.rows);
+                return Ok((speculation.plan.results, self.known.head()));
             }
         }
         let (results, head) = self.append_checked(batch)?;
-        self.last_head = Some(head);
         Ok((results, Some(head)))
     }
 
@@ -205,16 +209,27 @@ impl Writer {
     }
 
     /// Whether the file is at `head` and each stream at its assumed version (`None`: none).
+    /// `head` is the known one: a version known there is not read again.
     fn is_as_assumed(
-        &self,
+        &mut self,
         head: Position,
         assumed_versions: &[(&str, Option<u64>)],
     ) -> Result<bool, StoreError> {
-        if self.read_head()? != head {
+        let actual = self.read_head()?;
+        self.known.seen_at(actual);
+        if actual != head {
             return Ok(false);
         }
-        for (stream, version) in assumed_versions {
-            if self.read_version(stream)? != *version {
+        for (stream, assumed) in assumed_versions {
+            let version = match self.known.version(stream) {
+                Some(known) => known,
+                None => {
+                    let read = self.read_version(stream)?;
+                    self.known.learn(stream, read);
+                    read
+                }
+            };
+            if version != *assumed {
                 return Ok(false);
             }
         }
@@ -230,9 +245,12 @@ impl Writer {
     ) -> Result<(Vec<AppendResult>, Position), StoreError> {
         self.begin()?;
         let head = self.read_head()?;
+        self.known.seen_at(head);
         let mut versions = HashMap::new();
         for stream in plan::streams(batch) {
-            if let Some(version) = self.read_version(&stream)? {
+            let version = self.read_version(&stream)?;
+            self.known.learn(&stream, version);
+            if let Some(version) = version {
                 versions.insert(stream, version);
             }
         }
@@ -267,6 +285,7 @@ impl Writer {
         }
         self.insert(&rows).map_err(unavailable)?;
         self.execute("COMMIT")?;
+        self.known.wrote(&rows);
         Ok((results, new_head))
     }
 
