@@ -226,7 +226,13 @@ impl Tx {
         rows: &[AuditRow],
     ) -> Result<(), ProjectionError> {
         let insert = self.multi_row_insert();
-        for chunk in rows.chunks(AUDIT_ROWS_PER_STATEMENT) {
+        // Project by project (a stable sort: each project's entries stay in position order): the
+        // audit's indexes lead with the project, and each entry inserted seeks its leaf in every
+        // one of them. Consecutive entries of one project find those leaves in the CPU's cache;
+        // entries in log order jump to another project's leaves at every row.
+        let mut in_index_order: Vec<&AuditRow> = rows.iter().collect();
+        in_index_order.sort_by(|a, b| a.project.cmp(&b.project));
+        for chunk in in_index_order.chunks(AUDIT_ROWS_PER_STATEMENT) {
             on_tx!(self, |c, DB| {
                 let mut q = QueryBuilder::<DB>::new(format!(
                     "{insert} audit_entries (generation, position, project, version, at_ms, event_type, \
