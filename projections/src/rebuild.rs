@@ -334,7 +334,8 @@ impl Inner {
         let mut pages = Pages::new(self.feed.clone(), after, until);
         let mut pages_written = 0u64;
         while let Some(page) = pages.next().await? {
-            let mut audit_rows = Vec::new();
+            // An entry per event, sized once (as a live batch's, see `checkpoint`).
+            let mut audit_rows = Vec::with_capacity(page.len());
             for recorded in &page {
                 audit_rows.extend(state.apply(recorded, audit_gen.is_some()));
                 position = recorded.position;

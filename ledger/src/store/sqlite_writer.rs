@@ -221,23 +221,26 @@ impl Writer {
             return Ok(false);
         }
         for (stream, assumed) in assumed_versions {
-            let version = match self.known.version(stream) {
-                Some(known) => known,
-                None => {
-                    let read = self.read_version(stream)?;
-                    self.known.learn(stream, read);
-                    read
-                }
-            };
-            if version != *assumed {
+            if self.version_at_known_head(stream)? != *assumed {
                 return Ok(false);
             }
         }
         Ok(true)
     }
 
-    /// The append with its read: the current head, the versions of the streams named and any
-    /// event ids stored already, then the planned insert. Returns the results and the head
+    /// `stream`'s version at the head the file was just seen at (under the write lock): the
+    /// known one if there is one, else read and remembered. `None`: the stream has no events.
+    fn version_at_known_head(&mut self, stream: &str) -> Result<Option<u64>, StoreError> {
+        if let Some(known) = self.known.version(stream) {
+            return Ok(known);
+        }
+        let read = self.read_version(stream)?;
+        self.known.learn(stream, read);
+        Ok(read)
+    }
+
+    /// The append with its read: the current head, the versions of the streams named (those
+    /// not known at that head) and any event ids stored already, then the planned insert. Returns the results and the head
     /// after (the one read, when nothing was written).
     fn append_checked(
         &mut self,
@@ -248,9 +251,7 @@ impl Writer {
         self.known.seen_at(head);
         let mut versions = HashMap::new();
         for stream in plan::streams(batch) {
-            let version = self.read_version(&stream)?;
-            self.known.learn(&stream, version);
-            if let Some(version) = version {
+            if let Some(version) = self.version_at_known_head(&stream)? {
                 versions.insert(stream, version);
             }
         }
