@@ -13,6 +13,7 @@
 mod backend;
 mod files;
 mod known_file;
+mod page_cache;
 mod plan;
 mod postgres;
 mod rows;
@@ -32,6 +33,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 pub use files::{create_private_file, PRIVATE_FILE_MODE};
+pub use page_cache::install as install_page_cache;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 

@@ -16,6 +16,7 @@ use sqlx::{Connection as _, SqliteConnection, SqlitePool};
 use tokio::sync::watch;
 
 use super::backend::Backend;
+use super::page_cache;
 use super::sqlite_feed::FeedThread;
 use super::sqlite_writer::WriterThread;
 use super::thread_names;
@@ -69,6 +70,8 @@ impl SqliteStore {
     /// private (see [`files`]); with [`OpenMode::ExistingOnly`] it must already be a quota
     /// store, checked before anything is written to it.
     pub async fn open_with(url: &str, mode: OpenMode) -> Result<Self, StoreError> {
+        // Before this process's first SQLite connection, or not at all (see `page_cache`).
+        page_cache::install();
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|e| StoreError::UnsupportedUrl(e.to_string()))?;
         match mode {
