@@ -59,7 +59,6 @@ impl Ledger {
         command: &Command,
         meta: &Metadata,
     ) -> Result<Executed, LedgerError> {
-        let stream = project.stream();
         let mut defaults_refreshed = false;
         let mut attempts = 0;
         while attempts <= self.config.max_conflict_retries {
@@ -110,13 +109,14 @@ impl Ledger {
                     return Ok(Executed { answer, written });
                 }
                 AppendResult::Conflict { .. } | AppendResult::LinkedFailed => {
+                    let stream = project.stream();
                     tracing::debug!(%stream, attempts, "expected-version conflict; deciding again");
                     self.after_conflict(attempts).await;
                 }
             }
         }
         Err(LedgerError::Contention {
-            stream,
+            stream: project.stream(),
             attempts: self.config.max_conflict_retries + 1,
         })
     }
