@@ -42,10 +42,12 @@ impl Sweeper {
     /// Reads the feed up to its head, noting holds made and ended.
     pub async fn catch_up(&mut self) -> Result<(), LedgerError> {
         loop {
+            // The lean feed, as the views read it: on SQLite, read and turned into events on
+            // the feed's own thread, not decoded from rows on the runtime's.
             let events = self
                 .ledger
                 .store()
-                .read_all(self.position, MAX_READ_COUNT)
+                .read_feed(self.position, MAX_READ_COUNT)
                 .await?;
             for recorded in &events {
                 self.position = recorded.position;
