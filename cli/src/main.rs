@@ -39,6 +39,8 @@ use output::Output;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // First, while no other thread can be using SQLite (its configuration is not thread-safe).
+    ledger::store::install_page_cache();
     let cli = args::parse().unwrap_or_else(|error| error.exit());
     init_logs(&cli.command);
     match runtime() {

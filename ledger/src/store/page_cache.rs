@@ -28,13 +28,17 @@ use rusqlite::ffi;
 /// never stored and serves as the spare key (`PENDING_BYTE/pageSize + 1`).
 const PENDING_BYTE: u64 = 0x4000_0000;
 
-/// SQLite's default page cache, as it was before [`install`] put this layer in front of it.
-static DEFAULT_METHODS: OnceLock<Option<DefaultMethods>> = OnceLock::new();
+/// SQLite's default page cache, as it was before [`install`] put this layer in front of it:
+/// stored before the layer is, so that no call through the layer can come before it.
+static DEFAULT_METHODS: OnceLock<DefaultMethods> = OnceLock::new();
+
+/// Whether [`install`] put the layer in place.
+static INSTALLED: OnceLock<bool> = OnceLock::new();
 
 struct DefaultMethods(ffi::sqlite3_pcache_methods2);
 
-// SAFETY: the struct holds SQLite's function pointers and its (null or static) argument; they
-// are read only after `install` wrote them once.
+// SAFETY: the struct holds SQLite's function pointers and its (null or static) argument,
+// written once before the layer is installed and only read after.
 unsafe impl Send for DefaultMethods {}
 unsafe impl Sync for DefaultMethods {}
 
@@ -50,12 +54,14 @@ struct Cache {
 
 /// Installs the layer for every SQLite connection of this process, once. It only can before
 /// SQLite is first initialised (the first connection opened); if SQLite is already in use it
-/// stays as it is, and `false` is returned.
+/// stays as it is, and `false` is returned. SQLite's configuration is not thread-safe: call
+/// it before any other thread may use SQLite, as `quota`'s `main` does first thing (the call
+/// in `SqliteStore::open` covers library users that do not).
 pub fn install() -> bool {
-    DEFAULT_METHODS.get_or_init(install_once).is_some()
+    *INSTALLED.get_or_init(install_once)
 }
 
-fn install_once() -> Option<DefaultMethods> {
+fn install_once() -> bool {
     // SAFETY: `sqlite3_config` is called with the argument type each option documents. Both
     // calls fail harmlessly (SQLITE_MISUSE) if SQLite was initialised already.
     unsafe {
@@ -66,7 +72,10 @@ fn install_once() -> Option<DefaultMethods> {
         );
         if got != ffi::SQLITE_OK || default.xCreate.is_none() {
             tracing::debug!(code = got, "SQLite's page cache is left as it is");
-            return None;
+            return false;
+        }
+        if DEFAULT_METHODS.set(DefaultMethods(default)).is_err() {
+            return false;
         }
         let layered = layered_methods();
         // SQLite copies the struct.
@@ -76,9 +85,9 @@ fn install_once() -> Option<DefaultMethods> {
         );
         if set != ffi::SQLITE_OK {
             tracing::debug!(code = set, "SQLite's page cache is left as it is");
-            return None;
+            return false;
         }
-        Some(DefaultMethods(default))
+        true
     }
 }
 
@@ -102,9 +111,9 @@ fn layered_methods() -> ffi::sqlite3_pcache_methods2 {
 
 fn default_methods() -> &'static ffi::sqlite3_pcache_methods2 {
     match DEFAULT_METHODS.get() {
-        Some(Some(methods)) => &methods.0,
-        // SQLite calls these only after `install_once` stored the defaults and set the layer.
-        _ => unreachable!("the page cache layer runs only once installed"),
+        Some(methods) => &methods.0,
+        // SQLite calls these only once `install_once` stored the defaults and set the layer.
+        None => unreachable!("the page cache layer runs only once installed"),
     }
 }
 
