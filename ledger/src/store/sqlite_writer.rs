@@ -240,8 +240,8 @@ impl Writer {
     }
 
     /// The append with its read: the current head, the versions of the streams named (those
-    /// not known at that head) and any event ids stored already, then the planned insert. Returns the results and the head
-    /// after (the one read, when nothing was written).
+    /// not known at that head) and any event ids stored already, then the planned insert.
+    /// Returns the results and the head after (the one read, when nothing was written).
     fn append_checked(
         &mut self,
         batch: &[StreamAppend],
