@@ -22,6 +22,7 @@ mod sqlite_feed;
 mod sqlite_thread;
 mod sqlite_writer;
 pub mod thread_names;
+mod wal_batching;
 mod wal_room;
 
 use std::sync::Arc;
@@ -36,6 +37,7 @@ pub use files::{create_private_file, PRIVATE_FILE_MODE};
 pub use page_cache::install as install_page_cache;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+pub use wal_batching::{counts as wal_write_counts, vfs_name as wal_batching_vfs, WalWriteCounts};
 
 pub use crate::limits::{MAX_BATCH_EVENTS, MAX_READ_COUNT, WAL_BOUND_BYTES, WAL_ROOM_BYTES};
 

@@ -25,6 +25,7 @@ use super::known_file::KnownFile;
 use super::plan::{self, Plan, Row};
 use super::rows::{to_i64, to_u64, EVENT_COLUMNS, SAVE_SNAPSHOT};
 use super::sqlite_thread;
+use super::wal_batching;
 use super::wal_room::WalRoom;
 use super::{AppendResult, Position, StoreError, StreamAppend};
 use crate::limits::WAL_BOUND_BYTES;
@@ -129,7 +130,8 @@ struct Opener {
 impl Opener {
     /// Opens the file (it exists: the store created and migrated it) with the pragmas every
     /// commit relies on: WAL, `synchronous=FULL` (a commit returns only once the WAL is
-    /// fsynced), and a WAL the writer flushes itself past [`WAL_BOUND_BYTES`].
+    /// fsynced, which [`wal_batching`]'s VFS needs), and a WAL the writer flushes itself past
+    /// [`WAL_BOUND_BYTES`].
     fn open(&self) -> Result<Writer, StoreError> {
         let access = if self.read_only {
             OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -137,8 +139,13 @@ impl Opener {
             OpenFlags::SQLITE_OPEN_READ_WRITE
         };
         let path = &self.path;
-        let conn = Connection::open_with_flags(path, access | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .map_err(unavailable)?;
+        let vfs = wal_batching::vfs_name().map_err(StoreError::Unavailable)?;
+        let conn = Connection::open_with_flags_and_vfs(
+            path,
+            access | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            vfs,
+        )
+        .map_err(unavailable)?;
         conn.busy_timeout(self.busy_timeout).map_err(unavailable)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
