@@ -6,9 +6,9 @@
 //! (docs/BENCHMARKS.md). This layer, in front of the default VFS, keeps the writes SQLite makes
 //! to a WAL file in memory while each one continues the last, and hands them to the file as
 //! one write before anything that must see them: a sync, a read, a truncation, a size, a file
-//! control, a memory map, a write elsewhere in the file, or the file's close; and before
-//! more than [`MAX_PENDING_BYTES`] would be waiting. Every other file (the database, its journal) and every
-//! other call goes straight through.
+//! control, a memory map, a write elsewhere in the file, or the file's close; and before more
+//! than [`MAX_PENDING_BYTES`] would be waiting. Every other file (the database, its journal)
+//! and every other call goes straight through.
 //!
 //! Why this is safe for the writer: with `synchronous=FULL` SQLite syncs the WAL before it
 //! publishes a commit's frames to other connections (in the WAL index, shared memory the layer
@@ -59,12 +59,13 @@ pub fn counts() -> WalWriteCounts {
     }
 }
 
-/// The default VFS this layer forwards to, and this layer's own (registered once, never freed).
+/// The default VFS this layer forwards to (this layer's own is registered once, never freed).
 struct Registered {
     inner: *mut ffi::sqlite3_vfs,
 }
 
-// SAFETY: both point to VFS objects that live as long as the process and are only read.
+// SAFETY: it points to SQLite's default VFS, which lives as long as the process and is only
+// read.
 unsafe impl Send for Registered {}
 unsafe impl Sync for Registered {}
 
@@ -235,6 +236,32 @@ unsafe fn flush(layer: &mut LayerFile) -> c_int {
     code
 }
 
+/// Writes out what is held, then answers what `forward` (the call passed on) answers; or the
+/// write's failure, without passing the call on.
+unsafe fn after_flush(
+    file: *mut ffi::sqlite3_file,
+    forward: impl FnOnce(&mut LayerFile) -> c_int,
+) -> c_int {
+    let layer = layer(file);
+    match flush(layer) {
+        ffi::SQLITE_OK => forward(layer),
+        failed => failed,
+    }
+}
+
+/// Passes a write on to the file unheld.
+unsafe fn write_through(
+    layer: &mut LayerFile,
+    buffer: *const c_void,
+    amount: c_int,
+    offset: i64,
+) -> c_int {
+    match inner_fn!(layer, xWrite) {
+        Some(write) => write(layer.inner, buffer, amount, offset),
+        None => ffi::SQLITE_IOERR_WRITE,
+    }
+}
+
 unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     let layer = layer(file);
     let flushed = flush(layer);
@@ -256,15 +283,10 @@ unsafe extern "C" fn read(
     amount: c_int,
     offset: i64,
 ) -> c_int {
-    let layer = layer(file);
-    let code = flush(layer);
-    if code != ffi::SQLITE_OK {
-        return code;
-    }
-    match inner_fn!(layer, xRead) {
+    after_flush(file, |layer| match inner_fn!(layer, xRead) {
         Some(read) => read(layer.inner, buffer, amount, offset),
         None => ffi::SQLITE_IOERR_READ,
-    }
+    })
 }
 
 unsafe extern "C" fn write(
@@ -275,10 +297,7 @@ unsafe extern "C" fn write(
 ) -> c_int {
     let layer = layer(file);
     let Some(pending) = layer.pending.as_mut() else {
-        return match inner_fn!(layer, xWrite) {
-            Some(write) => write(layer.inner, buffer, amount, offset),
-            None => ffi::SQLITE_IOERR_WRITE,
-        };
+        return write_through(layer, buffer, amount, offset);
     };
     ASKED.fetch_add(1, Ordering::Relaxed);
     let Ok(length) = usize::try_from(amount) else {
@@ -294,13 +313,8 @@ unsafe extern "C" fn write(
         }
     }
     if length > MAX_PENDING_BYTES {
-        return match inner_fn!(layer, xWrite) {
-            Some(write) => {
-                ISSUED.fetch_add(1, Ordering::Relaxed);
-                write(layer.inner, buffer, amount, offset)
-            }
-            None => ffi::SQLITE_IOERR_WRITE,
-        };
+        ISSUED.fetch_add(1, Ordering::Relaxed);
+        return write_through(layer, buffer, amount, offset);
     }
     let pending = layer.pending.as_mut().expect("a WAL file holds its writes");
     if pending.bytes.is_empty() {
@@ -313,39 +327,24 @@ unsafe extern "C" fn write(
 }
 
 unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
-    let layer = layer(file);
-    let code = flush(layer);
-    if code != ffi::SQLITE_OK {
-        return code;
-    }
-    match inner_fn!(layer, xTruncate) {
+    after_flush(file, |layer| match inner_fn!(layer, xTruncate) {
         Some(truncate) => truncate(layer.inner, size),
         None => ffi::SQLITE_IOERR_TRUNCATE,
-    }
+    })
 }
 
 unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    let layer = layer(file);
-    let code = flush(layer);
-    if code != ffi::SQLITE_OK {
-        return code;
-    }
-    match inner_fn!(layer, xSync) {
+    after_flush(file, |layer| match inner_fn!(layer, xSync) {
         Some(sync) => sync(layer.inner, flags),
         None => ffi::SQLITE_IOERR_FSYNC,
-    }
+    })
 }
 
 unsafe extern "C" fn file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
-    let layer = layer(file);
-    let code = flush(layer);
-    if code != ffi::SQLITE_OK {
-        return code;
-    }
-    match inner_fn!(layer, xFileSize) {
+    after_flush(file, |layer| match inner_fn!(layer, xFileSize) {
         Some(file_size) => file_size(layer.inner, size),
         None => ffi::SQLITE_IOERR_FSTAT,
-    }
+    })
 }
 
 unsafe extern "C" fn lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
@@ -377,15 +376,10 @@ unsafe extern "C" fn file_control(
     op: c_int,
     argument: *mut c_void,
 ) -> c_int {
-    let layer = layer(file);
-    let code = flush(layer);
-    if code != ffi::SQLITE_OK {
-        return code;
-    }
-    match inner_fn!(layer, xFileControl) {
+    after_flush(file, |layer| match inner_fn!(layer, xFileControl) {
         Some(control) => control(layer.inner, op, argument),
         None => ffi::SQLITE_NOTFOUND,
-    }
+    })
 }
 
 unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
@@ -457,19 +451,16 @@ unsafe extern "C" fn fetch(
     amount: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
-    let layer = layer(file);
-    let code = flush(layer);
-    if code != ffi::SQLITE_OK {
-        return code;
-    }
-    match inner_fn!(layer, xFetch).filter(|_| inner_has(layer, 3)) {
-        Some(fetch) => fetch(layer.inner, offset, amount, out),
-        None => {
-            // No memory map: SQLite reads instead.
-            *out = std::ptr::null_mut();
-            ffi::SQLITE_OK
+    after_flush(file, |layer| {
+        match inner_fn!(layer, xFetch).filter(|_| inner_has(layer, 3)) {
+            Some(fetch) => fetch(layer.inner, offset, amount, out),
+            None => {
+                // No memory map: SQLite reads instead.
+                *out = std::ptr::null_mut();
+                ffi::SQLITE_OK
+            }
         }
-    }
+    })
 }
 
 unsafe extern "C" fn unfetch(
