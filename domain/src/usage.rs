@@ -26,8 +26,54 @@ pub struct LiveReservation {
 pub struct ProjectUsage {
     pub in_use: BTreeMap<ResourceName, i64>,
     pub overrides: Limits,
-    pub held: HashMap<ReservationId, LiveReservation>,
+    /// Changed only through [`ProjectUsage::hold`] and `unhold`, which keep `held_totals`.
+    held: HashMap<ReservationId, LiveReservation>,
     pub committed: HashMap<ReservationId, LiveReservation>,
+    held_totals: HeldTotals,
+}
+
+/// What the holds add up to, kept as they come and go: an audit entry reports the reserved
+/// amount of each resource an event touches, and summing every hold for each one made a
+/// project's view batch cost grow with the holds it has outstanding.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct HeldTotals {
+    /// Per resource, the sum of the holds' positive deltas. `i128`: a sum of `i64`s cannot
+    /// overflow it, so taking a hold out is exact; reads saturate as the summing did.
+    positive: BTreeMap<ResourceName, i128>,
+    /// The earliest expiry among the holds: before it, every hold is live and `positive` is
+    /// the reserved amount.
+    earliest_expiry: Option<Timestamp>,
+}
+
+impl HeldTotals {
+    fn put_in(&mut self, hold: &LiveReservation) {
+        for (resource, delta) in hold.deltas.iter().filter(|(_, delta)| *delta > 0) {
+            *self.positive.entry(resource.clone()).or_default() += i128::from(delta);
+        }
+        self.earliest_expiry = Some(
+            self.earliest_expiry
+                .map_or(hold.expires_at, |earliest| earliest.min(hold.expires_at)),
+        );
+    }
+
+    /// Takes `hold` out; `remaining` are the holds left without it.
+    fn take_out(
+        &mut self,
+        hold: &LiveReservation,
+        remaining: &HashMap<ReservationId, LiveReservation>,
+    ) {
+        for (resource, delta) in hold.deltas.iter().filter(|(_, delta)| *delta > 0) {
+            if let Some(sum) = self.positive.get_mut(resource) {
+                *sum -= i128::from(delta);
+                if *sum == 0 {
+                    self.positive.remove(resource);
+                }
+            }
+        }
+        if self.earliest_expiry == Some(hold.expires_at) {
+            self.earliest_expiry = remaining.values().map(|h| h.expires_at).min();
+        }
+    }
 }
 
 /// What one event changed in a [`ProjectUsage`], so that a view writes back only that.
@@ -49,12 +95,35 @@ impl ProjectUsage {
     /// The positive deltas of holds still live at `now`, for one resource (as
     /// `ProjectState::usage(..).reserved`).
     pub fn reserved_at(&self, resource: &ResourceName, now: Timestamp) -> i64 {
+        let totals = &self.held_totals;
+        if totals.earliest_expiry.is_none_or(|earliest| now < earliest) {
+            let sum = totals.positive.get(resource).copied().unwrap_or(0);
+            return i64::try_from(sum).unwrap_or(i64::MAX);
+        }
         self.held
             .values()
             .filter(|hold| now < hold.expires_at)
             .map(|hold| hold.deltas.get(resource))
             .filter(|delta| *delta > 0)
             .fold(0i64, |sum, delta| sum.saturating_add(delta))
+    }
+
+    /// The held reservations.
+    pub fn held(&self) -> &HashMap<ReservationId, LiveReservation> {
+        &self.held
+    }
+
+    /// Holds `reservation` under `id`, in place of whatever the id held.
+    pub fn hold(&mut self, id: ReservationId, reservation: LiveReservation) {
+        self.unhold(&id);
+        self.held_totals.put_in(&reservation);
+        self.held.insert(id, reservation);
+    }
+
+    fn unhold(&mut self, id: &ReservationId) -> Option<LiveReservation> {
+        let hold = self.held.remove(id)?;
+        self.held_totals.take_out(&hold, &self.held);
+        Some(hold)
     }
 
     /// The reservation, held or committed, if it still matters.
@@ -84,7 +153,7 @@ impl ProjectUsage {
             } => {
                 // A request replaces whatever the id held before.
                 self.committed.remove(reservation_id);
-                self.held.insert(
+                self.hold(
                     *reservation_id,
                     LiveReservation {
                         deltas: deltas.clone(),
@@ -94,7 +163,7 @@ impl ProjectUsage {
                 change.reservation = Some(*reservation_id);
             }
             Event::ReservationCommitted { reservation_id } => {
-                if let Some(kept) = self.held.remove(reservation_id) {
+                if let Some(kept) = self.unhold(reservation_id) {
                     for (resource, delta) in kept.deltas.iter() {
                         let used = self.in_use.entry(resource.clone()).or_default();
                         *used = used.saturating_add(delta);
@@ -105,7 +174,7 @@ impl ProjectUsage {
                 }
             }
             Event::ReservationReleased { reservation_id, .. } => {
-                if self.held.remove(reservation_id).is_some() {
+                if self.unhold(reservation_id).is_some() {
                     change.reservation = Some(*reservation_id);
                 } else if let Some(kept) = self.committed.remove(reservation_id) {
                     for (resource, delta) in kept.deltas.iter() {
@@ -277,7 +346,7 @@ mod tests {
                 let change = usage.apply(&event);
 
                 prop_assert_eq!(&usage.overrides, &state.overrides);
-                prop_assert_eq!(&usage.held, &reservations_with(&state, ReservationStatus::Held));
+                prop_assert_eq!(usage.held(), &reservations_with(&state, ReservationStatus::Held));
                 prop_assert_eq!(
                     &usage.committed,
                     &reservations_with(&state, ReservationStatus::Committed)
@@ -307,7 +376,7 @@ mod tests {
                     || matches!(event, Event::LimitsSet { .. } | Event::LimitsReset));
                 if let Some(changed) = event.reservation_id().filter(|id| {
                     before.reservation(id) != usage.reservation(id)
-                        || before.held.contains_key(id) != usage.held.contains_key(id)
+                        || before.held().contains_key(id) != usage.held().contains_key(id)
                 }) {
                     prop_assert_eq!(change.reservation, Some(changed));
                 }

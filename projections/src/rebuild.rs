@@ -414,7 +414,7 @@ impl Inner {
                 .extend(view.overrides.iter().map(|(r, l)| (p, r, l.value())));
             let first = part.reservations.len();
             part.reservations
-                .extend(view.held.iter().map(|(id, k)| (p, *id, true, k)));
+                .extend(view.held().iter().map(|(id, k)| (p, *id, true, k)));
             part.reservations
                 .extend(view.committed.iter().map(|(id, k)| (p, *id, false, k)));
             part.reservations[first..].sort_unstable_by_key(|(_, id, _, _)| *id);

@@ -254,7 +254,7 @@ fn stored_reservation(
 fn file_reservation(state: &mut ViewState, r: StoredReservation) {
     let view = state.projects.entry(r.project).or_default();
     if r.held {
-        view.held.insert(r.id, r.kept);
+        view.hold(r.id, r.kept);
     } else {
         view.committed.insert(r.id, r.kept);
     }

@@ -66,7 +66,7 @@ impl Tx {
         let mut kept: Vec<(&str, ReservationId, bool, &LiveReservation)> = Vec::new();
         for (project, id) in &changes.reservations {
             let view = state.projects.get(project);
-            if let Some(k) = view.and_then(|v| v.held.get(id)) {
+            if let Some(k) = view.and_then(|v| v.held().get(id)) {
                 kept.push((project, *id, true, k));
             } else if let Some(k) = view.and_then(|v| v.committed.get(id)) {
                 kept.push((project, *id, false, k));
