@@ -154,6 +154,59 @@ async fn auth_scoping_postgres() {
     scenarios::auth_scoping(&server.url).await;
 }
 
+/// The load generator over HTTP sends its decisions on its own connections (bench::http1):
+/// with an admin token, every decision is answered and the usage the server reports afterwards
+/// matches what was acknowledged; the token never reaches the log.
+#[tokio::test]
+async fn the_bench_drives_a_server_with_a_token_over_http() {
+    let dir = tempfile::tempdir().expect("folder");
+    let store = sqlite_store();
+    let server = auth_server(&store, &dir);
+    let target = format!("{}/", server.url);
+    let (ok, stdout, stderr) = cli(
+        &server.url,
+        [
+            "bench",
+            "--workload",
+            "fleet",
+            "--projects",
+            "20",
+            "--clients",
+            "4",
+            "--seconds",
+            "1",
+            "--target",
+            &target,
+            "--token",
+            "admin-secret-0123456789",
+        ],
+    )
+    .await;
+    assert!(ok, "{stderr}");
+    let report = json_of(&stdout);
+    assert_eq!(report["via"], "http", "{report}");
+    assert_eq!(report["verified"], true, "{report}");
+    assert_eq!(report["errors"], 0, "{report}");
+    assert!(report["boots"].as_u64().unwrap() > 0, "{report}");
+    assert!(!server.log_text().contains("admin-secret"));
+
+    let (ok, _, stderr) = cli(
+        &server.url,
+        [
+            "bench",
+            "--workload",
+            "hot",
+            "--seconds",
+            "1",
+            "--target",
+            "https://127.0.0.1:1",
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert!(stderr.contains("plain http://"), "{stderr}");
+}
+
 #[tokio::test]
 async fn open_server_refuses_non_loopback_addresses() {
     let store = sqlite_store();

@@ -14,7 +14,8 @@
 //!
 //! - [`args`]: the command line of `quota bench`.
 //! - `workload`: the boot, the projects and their limits.
-//! - `driver`, `in_process`, `over_http`: where decisions go.
+//! - `driver`, `in_process`, `over_http`: where decisions go; `http1`: the load's own
+//!   keep-alive HTTP/1.1 connections, for decisions over HTTP.
 //! - `load`: the closed-loop clients and their tallies.
 //! - `physical`: what bounds a figure (CPU time, the disk's sync time, the bound they give);
 //!   `threads`: the CPU split by the part of the system each thread serves.
@@ -23,6 +24,7 @@
 
 pub mod args;
 mod driver;
+mod http1;
 mod in_process;
 mod load;
 mod over_http;

@@ -1,55 +1,91 @@
 //! The driver that sends each decision to a running server, and the check of the usage that
 //! server reports after the run.
+//!
+//! Decisions go through the load's own connections ([`crate::http1`]), whose requests are put
+//! together from parts made once; the setup and the check after the run go through
+//! `client::Client`, as any other client of the API would.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use client::wire::{Reserve, SetDefaults, SetLimits, SetParent, Step, UsageQuery};
-use client::{Client, ClientError};
+use client::wire::{Reserve, SetDefaults, SetLimits, SetParent, UsageQuery};
+use client::{Client, ClientError, StatusCode};
 use domain::{Limits, ProjectId, ReservationId};
+use serde::Deserialize;
+use uuid::Uuid;
 
 use crate::driver::{Answer, Driver};
+use crate::http1::{Connections, Target};
 use crate::workload::{BOOT, HOLD_SECONDS};
 
 pub(crate) struct OverHttp {
     client: Client,
+    decisions: Connections,
+    /// The body of every reserve: a boot, held for [`HOLD_SECONDS`].
+    reserve_body: Vec<u8>,
     conflicts: AtomicU64,
 }
 
+/// What the load reads of a granted decision's answer (the rest of the reservation is skipped).
+#[derive(Deserialize)]
+struct Granted {
+    reservation_id: Uuid,
+    position: u64,
+}
+
 impl OverHttp {
-    /// A driver for `target`, keeping a connection per client open (and as many spare).
+    /// A driver for `target`; its clients' connections are opened as they are first needed
+    /// and kept open.
     pub(crate) fn new(
         target: &str,
         token: Option<String>,
         clients: usize,
     ) -> Result<OverHttp, String> {
+        let decisions = Connections::new(Target::parse(target, token.as_deref())?);
         let client =
-            Client::with_idle_connections(target, token, clients * 2).map_err(|e| e.to_string())?;
+            Client::with_idle_connections(target, token, clients).map_err(|e| e.to_string())?;
+        let reserve = Reserve {
+            count: None,
+            deltas: BOOT.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
+            expires_in: Some(i64::from(HOLD_SECONDS)),
+            reservation_id: None,
+            actor: Some("bench".into()),
+            user: None,
+        };
         Ok(OverHttp {
             client,
+            decisions,
+            reserve_body: serde_json::to_vec(&reserve).map_err(|e| e.to_string())?,
             conflicts: AtomicU64::new(0),
         })
     }
 
-    fn answer(
-        &self,
-        result: Result<client::Answer<client::wire::Reservation>, ClientError>,
-    ) -> Answer {
-        match result {
-            Ok(answer) => Answer::Granted {
-                id: ReservationId(answer.body.reservation_id),
-                position: answer.body.position,
-            },
-            Err(ClientError::Problem(problem)) if problem.status == 403 => Answer::Denied,
-            Err(error) => {
-                // Both mean the store was busy: contention across nodes, or a conflict.
-                if matches!(error.status(), Some(503 | 409)) {
-                    self.conflicts.fetch_add(1, Ordering::Relaxed);
-                }
-                Answer::Failed(error.to_string())
-            }
+    /// Sends a decision's request and reads its answer as the load counts it.
+    async fn decide(&self, request: Vec<u8>) -> Answer {
+        let answer = match self.decisions.send(&request).await {
+            Ok(answer) => answer,
+            Err(error) => return Answer::Failed(error),
+        };
+        if (200..300).contains(&answer.status) {
+            return match serde_json::from_slice::<Granted>(&answer.body) {
+                Ok(granted) => Answer::Granted {
+                    id: ReservationId(granted.reservation_id),
+                    position: granted.position,
+                },
+                Err(error) => Answer::Failed(format!("a granted answer not understood: {error}")),
+            };
         }
+        if answer.status == 403 {
+            return Answer::Denied;
+        }
+        // Both mean the store was busy: contention across nodes, or a conflict.
+        if matches!(answer.status, 503 | 409) {
+            self.conflicts.fetch_add(1, Ordering::Relaxed);
+        }
+        let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+        let text = String::from_utf8_lossy(&answer.body);
+        Answer::Failed(ClientError::from_answer(status, &text).to_string())
     }
 
     /// Compares the usage the server reports (once it reflects `max_position`) with what the
@@ -141,24 +177,17 @@ impl Driver for OverHttp {
     }
 
     async fn reserve(&self, project: &ProjectId) -> Answer {
-        let body = Reserve {
-            count: None,
-            deltas: BOOT.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
-            expires_in: Some(i64::from(HOLD_SECONDS)),
-            reservation_id: None,
-            actor: Some("bench".into()),
-            user: None,
-        };
-        let result = self.client.reserve(project.as_str(), &body).await;
-        self.answer(result)
+        // A project id's alphabet (`A-Z a-z 0-9 . _ : -`) needs no escaping in a path.
+        let path = format!("/v1/projects/{project}/reservations");
+        let target = self.decisions.target();
+        self.decide(target.request("POST", &path, Some(&self.reserve_body)))
+            .await
     }
 
     async fn commit(&self, project: &ProjectId, id: ReservationId) -> Answer {
-        let result = self
-            .client
-            .transition(project.as_str(), &id.to_string(), Step::Commit, None)
-            .await;
-        self.answer(result)
+        let path = format!("/v1/projects/{project}/reservations/{}/commit", id.0);
+        self.decide(self.decisions.target().request("POST", &path, None))
+            .await
     }
 
     fn conflicts(&self) -> u64 {

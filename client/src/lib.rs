@@ -10,7 +10,8 @@ pub mod wire;
 
 use std::time::Duration;
 
-use reqwest::{Method, StatusCode};
+use reqwest::Method;
+pub use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;

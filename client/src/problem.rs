@@ -123,8 +123,8 @@ impl ClientError {
         }
     }
 
-    /// The error of an answer with a status other than 2xx.
-    pub(crate) fn from_answer(status: reqwest::StatusCode, text: &str) -> ClientError {
+    /// The error of an answer with a status other than 2xx, from its body.
+    pub fn from_answer(status: reqwest::StatusCode, text: &str) -> ClientError {
         match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(members)) => {
                 ClientError::Problem(Problem::from_object(status.as_u16(), members))
