@@ -1,7 +1,9 @@
 //! Prometheus metrics. Request and decision counters are recorded as they happen; the ledger's
 //! counters and the projections' lag are read when `/metrics` is scraped.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::sync::{LazyLock, Mutex};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
@@ -127,18 +129,50 @@ pub fn method_label(method: &Method) -> &'static str {
 pub async fn track_requests(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = method_label(request.method());
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_owned())
-        .unwrap_or_else(|| UNMATCHED_ROUTE.to_owned());
+    let route = request.extensions().get::<MatchedPath>().cloned();
     let response = next.run(request).await;
-    let status = response.status().as_u16().to_string();
-    metrics::counter!("quota_http_requests_total", "method" => method, "route" => route.clone(), "status" => status)
-        .increment(1);
-    metrics::histogram!("quota_http_request_duration_seconds", "method" => method, "route" => route)
-        .record(started.elapsed().as_secs_f64());
+    let route = route.as_ref().map_or(UNMATCHED_ROUTE, MatchedPath::as_str);
+    let series = RequestSeries::of(method, route, response.status().as_u16());
+    series.requests.increment(1);
+    series.duration.record(started.elapsed().as_secs_f64());
     response
+}
+
+/// The handles of one (method, route, status)'s request series. Looked up in the recorder once
+/// and kept: looking a series up builds its key (its labels as strings) and hashes it, and a
+/// request then paid for that twice. The set is bounded as the labels are (see
+/// [`track_requests`]), so the map is too.
+#[derive(Clone)]
+struct RequestSeries {
+    requests: metrics::Counter,
+    duration: metrics::Histogram,
+}
+
+type SeriesByRoute = HashMap<String, HashMap<(&'static str, u16), RequestSeries>>;
+
+static REQUEST_SERIES: LazyLock<Mutex<SeriesByRoute>> = LazyLock::new(Mutex::default);
+
+impl RequestSeries {
+    fn of(method: &'static str, route: &str, status: u16) -> RequestSeries {
+        // A panic elsewhere while holding the lock leaves the map whole: every insert is one call.
+        let mut known = REQUEST_SERIES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(series) = known.get(route).and_then(|r| r.get(&(method, status))) {
+            return series.clone();
+        }
+        let labels = || [("method", method.to_owned()), ("route", route.to_owned())];
+        let series = RequestSeries {
+            requests: metrics::counter!(
+                "quota_http_requests_total",
+                &[labels().as_slice(), &[("status", status.to_string())]].concat()
+            ),
+            duration: metrics::histogram!("quota_http_request_duration_seconds", &labels()),
+        };
+        known
+            .entry(route.to_owned())
+            .or_default()
+            .insert((method, status), series.clone());
+        series
+    }
 }
 
 /// The exposition text, with the ledger's and projections' numbers brought up to date.

@@ -101,7 +101,8 @@ impl HttpRequestId {
 }
 
 /// Middleware: every request carries a well-formed `x-request-id` from here on (the client's,
-/// or one the server made in place of a missing or malformed one), and its answer echoes it.
+/// or one the server made in place of a missing or malformed one), in its headers and as an
+/// [`HttpRequestId`] in its extensions, and its answer echoes it.
 async fn assign_request_id(mut request: Request, next: Next) -> Response {
     let id = request
         .headers()
@@ -115,6 +116,7 @@ async fn assign_request_id(mut request: Request, next: Next) -> Response {
     request
         .headers_mut()
         .insert(REQUEST_ID_HEADER, value.clone());
+    request.extensions_mut().insert(id);
     let mut response = next.run(request).await;
     response.headers_mut().insert(REQUEST_ID_HEADER, value);
     response
@@ -130,17 +132,18 @@ fn panic_response(_panic: Box<dyn Any + Send + 'static>) -> Response {
 /// well formed (see [`assign_request_id`]), the method and route come from fixed sets, and the
 /// path is quoted and shortened.
 async fn log_requests(request: Request, next: Next) -> Response {
-    let request_id = request
-        .headers()
-        .get(REQUEST_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(HttpRequestId::parse)
-        .unwrap_or_else(HttpRequestId::generate);
+    let unassigned;
+    let request_id = match request.extensions().get::<HttpRequestId>() {
+        Some(id) => id,
+        None => {
+            unassigned = HttpRequestId::generate();
+            &unassigned
+        }
+    };
     let route = request
         .extensions()
         .get::<MatchedPath>()
-        .map(|m| m.as_str().to_owned())
-        .unwrap_or_else(|| crate::metrics::UNMATCHED_ROUTE.to_owned());
+        .map_or(crate::metrics::UNMATCHED_ROUTE, MatchedPath::as_str);
     let span = tracing::info_span!(
         "request",
         id = %request_id.as_str(),
