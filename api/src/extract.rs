@@ -355,10 +355,9 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestContext {
             .cloned()
             .unwrap_or(Caller::Open);
         let request_id = parts
-            .headers
-            .get(crate::server::REQUEST_ID_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+            .extensions
+            .get::<crate::server::HttpRequestId>()
+            .map(|id| id.as_str().to_owned());
         Ok(RequestContext { caller, request_id })
     }
 }
@@ -519,6 +518,10 @@ mod tests {
             builder = builder.header(crate::server::REQUEST_ID_HEADER, id);
         }
         let (mut parts, ()) = builder.body(()).expect("request").into_parts();
+        // What `server::assign_request_id` leaves for the handlers besides the header.
+        if let Some(id) = request_id.and_then(crate::server::HttpRequestId::parse) {
+            parts.extensions.insert(id);
+        }
         if let Some(caller) = caller {
             parts.extensions.insert(caller);
         }

@@ -159,13 +159,11 @@ impl RequestSeries {
         if let Some(series) = known.get(route).and_then(|r| r.get(&(method, status))) {
             return series.clone();
         }
-        let labels = || [("method", method.to_owned()), ("route", route.to_owned())];
         let series = RequestSeries {
-            requests: metrics::counter!(
-                "quota_http_requests_total",
-                &[labels().as_slice(), &[("status", status.to_string())]].concat()
-            ),
-            duration: metrics::histogram!("quota_http_request_duration_seconds", &labels()),
+            requests: metrics::counter!("quota_http_requests_total",
+                "method" => method, "route" => route.to_owned(), "status" => status.to_string()),
+            duration: metrics::histogram!("quota_http_request_duration_seconds",
+                "method" => method, "route" => route.to_owned()),
         };
         known
             .entry(route.to_owned())
