@@ -16,9 +16,7 @@ use tokio::sync::watch;
 
 use super::backend::Backend;
 use super::rows::{to_i64, Reader, EVENT_COLUMNS, SAVE_SNAPSHOT};
-use super::{
-    plan, AppendResult, EventStore, FeedEvent, OpenMode, Position, StoreError, StreamAppend,
-};
+use super::{plan, AppendResult, FeedEvent, OpenMode, Position, StoreError, StreamAppend};
 
 /// The advisory lock key that serialises appends ("quota" in ASCII).
 const APPEND_LOCK_KEY: i64 = 0x71_75_6f_74_61;
@@ -35,6 +33,19 @@ const NOTIFY_CHANNEL: &str = "quota_events";
 pub struct PostgresStore {
     pool: PgPool,
     head: watch::Sender<Position>,
+    /// The task that hears other nodes' appends; it ends with the store.
+    _listener: ListenerTask,
+}
+
+/// Aborts the listening task when the store is dropped. (The task cannot tell by itself: it
+/// holds a sender of the head, and "no receiver" is also the state before any follower has
+/// subscribed, which is where a first version of it stopped for good.)
+struct ListenerTask(tokio::task::JoinHandle<()>);
+
+impl Drop for ListenerTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl PostgresStore {
@@ -90,26 +101,25 @@ impl PostgresStore {
             .await?;
         migrated?;
         drop(conn);
-        let store = PostgresStore {
+        let head = watch::Sender::new(Reader(&pool).head().await?);
+        let listener = ListenerTask(Self::listen_for_other_nodes(&pool, &head));
+        Ok(PostgresStore {
             pool,
-            head: watch::Sender::new(0),
-        };
-        let head = store.head().await?;
-        store.head.send_replace(head);
-        store.listen_for_other_nodes();
-        Ok(store)
+            head,
+            _listener: listener,
+        })
     }
 
     /// Other nodes' appends arrive as NOTIFY, so local followers wake for them too. A lost
     /// listener only delays followers until their periodic re-check.
-    fn listen_for_other_nodes(&self) {
-        let pool = self.pool.clone();
-        let head = self.head.clone();
+    fn listen_for_other_nodes(
+        pool: &PgPool,
+        head: &watch::Sender<Position>,
+    ) -> tokio::task::JoinHandle<()> {
+        let pool = pool.clone();
+        let head = head.clone();
         tokio::spawn(async move {
             loop {
-                if head.is_closed() {
-                    return;
-                }
                 let Ok(mut listener) = PgListener::connect_with(&pool).await else {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
@@ -122,12 +132,9 @@ impl PostgresStore {
                     if let Ok(position) = notification.payload().parse::<u64>() {
                         super::advance_position(&head, position);
                     }
-                    if head.is_closed() {
-                        return;
-                    }
                 }
             }
-        });
+        })
     }
 }
 
