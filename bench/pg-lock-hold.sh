@@ -4,7 +4,8 @@
 #
 # An append holds the transaction-scoped advisory lock from its first statement until its
 # commit is on disk, so per batch the lock is held for the guarded append function's time
-# (`pg_stat_user_functions.self_time` of quota_append_guarded) plus the commit's WAL fsync
+# (`pg_stat_user_functions.self_time` of quota_append_keyed, or of quota_append_guarded for a
+# binary from before migration 0012) plus the commit's WAL fsync
 # (`pg_stat_wal.wal_sync_time / wal_sync`). Both counters are off by default: the script turns
 # `track_functions` and `track_wal_io_timing` on with ALTER SYSTEM for the run and RESETs them
 # after. Run it only against a server of your own (it reloads that server's configuration).
@@ -40,7 +41,8 @@ sql "SELECT pg_reload_conf()" >/dev/null
 # One line: calls, function ms, WAL syncs, sync ms, WAL bytes, full-page images.
 counters() {
   sql "SELECT (SELECT COALESCE(SUM(calls), 0) || '|' || COALESCE(SUM(self_time), 0)
-                 FROM pg_stat_user_functions WHERE funcname = 'quota_append_guarded')
+                 FROM pg_stat_user_functions
+                WHERE funcname IN ('quota_append_guarded', 'quota_append_keyed'))
               || '|' || wal_sync || '|' || wal_sync_time || '|' || wal_bytes || '|' || wal_fpi
          FROM pg_stat_wal"
 }

@@ -338,10 +338,11 @@ impl<'a> ColumnArrays<'a> {
     }
 }
 
-/// The speculative append in one round trip: `quota_append_guarded` (migration 0006), called
+/// The speculative append in one round trip: `quota_append_keyed` (migration 0012), called
 /// outside a transaction, so its implicit transaction commits before the answer comes back
 /// (sqlx reads on to ReadyForQuery before returning the row). Returns how many rows were
-/// inserted: all, or 0 when the database is not as `guard` assumes.
+/// inserted: all, or 0 when the database is not as `guard` assumes, whether the function's
+/// probes saw it or one of the table's unique keys refused a row (nothing is written either way).
 async fn append_guarded(
     pool: &PgPool,
     rows: &[plan::Row<'_>],
@@ -349,27 +350,68 @@ async fn append_guarded(
 ) -> Result<usize, StoreError> {
     let arrays = ColumnArrays::of(rows);
     let new_head = rows.last().map_or(0, |r| r.position);
-    let (streams, versions): (Vec<&str>, Vec<Option<i64>>) = guard
-        .assumed_versions
-        .iter()
-        .map(|(stream, version)| (*stream, version.map(to_i64)))
-        .unzip();
+    let probes = Probes::of(rows, &guard);
     let query = sqlx::query(
-        "SELECT quota_append_guarded($1, $2, $3, $4, $5, $6, $7, $8::jsonb[], $9, $10, $11, $12, \
-         $13, $14, $15, $16, $17, $18)",
+        "SELECT quota_append_keyed($1, $2, $3, $4, $5, $6, $7, $8::jsonb[], $9, $10, $11, $12, \
+         $13, $14, $15, $16, $17, $18, $19, $20)",
     )
     .bind(APPEND_LOCK_KEY);
-    let inserted: i64 = arrays
+    let answer = arrays
         .bind(query)
         .bind(NOTIFY_CHANNEL)
         .bind(new_head.to_string())
         .bind(to_i64(guard.head))
-        .bind(streams)
-        .bind(versions)
+        .bind(&probes.existing_streams)
+        .bind(&probes.existing_versions)
+        .bind(&probes.free_streams)
+        .bind(&probes.free_versions)
         .fetch_one(pool)
-        .await?
-        .try_get(0)?;
+        .await;
+    let inserted: i64 = match answer {
+        Ok(row) => row.try_get(0)?,
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(UNIQUE_VIOLATION) => 0,
+        Err(e) => return Err(e.into()),
+    };
     Ok(usize::try_from(inserted).unwrap_or(0))
+}
+
+/// SQLSTATE `unique_violation`.
+const UNIQUE_VIOLATION: &str = "23505";
+
+/// What `quota_append_keyed` reads before it inserts (see migration 0012): the (stream,
+/// version) pairs that must be stored (each assumed version) and those that must not (the next
+/// version of each assumed stream the batch writes no row to; for the others the unique key on
+/// (stream, version) refuses a taken version as the row goes in).
+struct Probes<'a> {
+    existing_streams: Vec<&'a str>,
+    existing_versions: Vec<i64>,
+    free_streams: Vec<&'a str>,
+    free_versions: Vec<i64>,
+}
+
+impl<'a> Probes<'a> {
+    fn of(rows: &[plan::Row<'_>], guard: &Guard<'a>) -> Self {
+        let written: std::collections::HashSet<&str> = rows.iter().map(|r| r.stream).collect();
+        let mut probes = Probes {
+            existing_streams: Vec::new(),
+            existing_versions: Vec::new(),
+            free_streams: Vec::new(),
+            free_versions: Vec::new(),
+        };
+        for &(stream, assumed) in guard.assumed_versions {
+            if let Some(version) = assumed {
+                probes.existing_streams.push(stream);
+                probes.existing_versions.push(to_i64(version));
+            }
+            if !written.contains(stream) {
+                probes.free_streams.push(stream);
+                probes
+                    .free_versions
+                    .push(to_i64(assumed.map_or(0, |version| version + 1)));
+            }
+        }
+        probes
+    }
 }
 
 /// Inserts `rows` in the caller's transaction (which holds the append lock) and notifies other
