@@ -5,41 +5,38 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use ledger::testing;
-use ledger::{AppendResult, EventData, EventStore, ExpectedVersion, Metadata, StreamAppend};
-use uuid::Uuid;
+use ledger::{AppendResult, EventStore, ExpectedVersion, Position, StreamAppend};
 
-fn event() -> EventData {
-    EventData {
-        event_id: Uuid::now_v7(),
-        event_type: "Test".into(),
-        schema_version: 1,
-        data: serde_json::value::RawValue::from_string("{}".into()).unwrap(),
-        metadata: Metadata::default(),
-        recorded_at: chrono::DateTime::from_timestamp_millis(Utc::now().timestamp_millis())
-            .unwrap(),
-    }
+#[allow(unused_macros)]
+mod common;
+
+use common::appends::{append, event, one};
+
+/// Whether `other` hears of `head` (by NOTIFY: nothing else moves its head) within `within`.
+async fn hears(other: &dyn EventStore, head: Position, within: Duration) -> bool {
+    let mut heard = other.watch_head();
+    let wait = heard.wait_for(|&p| p >= head);
+    let heard_in_time = matches!(tokio::time::timeout(within, wait).await, Ok(Ok(_)));
+    heard_in_time
 }
 
-fn append(stream: &str, expected: ExpectedVersion, events: Vec<EventData>) -> StreamAppend {
-    StreamAppend::new(stream, expected, events)
-}
-
-/// Appends on `writer`, then waits until `other` has heard of the new head.
+/// Appends `batch` on `writer` (none of it may conflict), then waits until `other` has heard.
 async fn append_heard_by(
     writer: &dyn EventStore,
     other: &dyn EventStore,
     batch: Vec<StreamAppend>,
-) -> Vec<AppendResult> {
+) {
     let results = writer.append(batch).await.expect("append");
+    assert!(
+        !results.iter().any(AppendResult::is_conflict),
+        "{results:?}"
+    );
     let head = writer.head().await.expect("head");
-    let mut heard = other.watch_head();
-    tokio::time::timeout(Duration::from_secs(10), heard.wait_for(|&p| p >= head))
-        .await
-        .expect("the other store hears the NOTIFY")
-        .expect("the head's sender is alive");
-    results
+    assert!(
+        hears(other, head, Duration::from_secs(10)).await,
+        "the other store hears the NOTIFY"
+    );
 }
 
 /// Appends to a stream of its own on `writer` until `other` hears of it: a store's listener
@@ -51,17 +48,10 @@ async fn listening(writer: &dyn EventStore, other: &dyn EventStore, stream: &str
         } else {
             ExpectedVersion::Exact(attempt - 1)
         };
-        writer
-            .append(vec![append(stream, expected, vec![event()])])
-            .await
-            .expect("append");
+        let result = one(writer, append(stream, expected, vec![event(attempt)])).await;
+        assert!(!result.is_conflict(), "{result:?}");
         let head = writer.head().await.expect("head");
-        let mut heard = other.watch_head();
-        let wait = heard.wait_for(|&p| p >= head);
-        if tokio::time::timeout(Duration::from_millis(200), wait)
-            .await
-            .is_ok()
-        {
+        if hears(other, head, Duration::from_millis(200)).await {
             return;
         }
     }
@@ -98,14 +88,14 @@ async fn a_right_head_with_a_wrong_stream_guess_writes_no_wrong_row() {
     listening(&*a, &*b, "warm-a").await;
     listening(&*b, &*a, "warm-b").await;
 
-    let s0 = append("s", ExpectedVersion::NoStream, vec![event()]);
+    let s0 = append("s", ExpectedVersion::NoStream, vec![event(0)]);
     append_heard_by(&*a, &*b, vec![s0]).await;
-    let s1 = append("s", ExpectedVersion::Exact(0), vec![event()]);
+    let s1 = append("s", ExpectedVersion::Exact(0), vec![event(0)]);
     append_heard_by(&*b, &*a, vec![s1]).await;
 
     // Below the truth: version 1 of s is taken (the unique key on (stream, version)).
-    let stale = append("s", ExpectedVersion::Exact(0), vec![event()]);
-    let fresh = append("t", ExpectedVersion::NoStream, vec![event()]);
+    let stale = append("s", ExpectedVersion::Exact(0), vec![event(0)]);
+    let fresh = append("t", ExpectedVersion::NoStream, vec![event(0)]);
     let results = a.append(vec![stale, fresh]).await.unwrap();
     assert!(
         matches!(
@@ -120,28 +110,28 @@ async fn a_right_head_with_a_wrong_stream_guess_writes_no_wrong_row() {
     assert!(!results[1].is_conflict(), "{results:?}");
 
     // A stream that already exists, expected not to (version 0 is taken).
-    let u0 = append("u", ExpectedVersion::NoStream, vec![event()]);
+    let u0 = append("u", ExpectedVersion::NoStream, vec![event(0)]);
     append_heard_by(&*b, &*a, vec![u0]).await;
-    let again = append("u", ExpectedVersion::NoStream, vec![event()]);
+    let again = append("u", ExpectedVersion::NoStream, vec![event(0)]);
     assert!(one(&*a, again).await.is_conflict());
 
     // Above the truth: s never reached version 5 (the probe that it is stored).
-    let ahead = append("s", ExpectedVersion::Exact(5), vec![event()]);
+    let ahead = append("s", ExpectedVersion::Exact(5), vec![event(0)]);
     assert!(one(&*a, ahead).await.is_conflict());
 
     // A stream named with no event to write, behind the truth (the probe that its next
     // version is free), beside one that holds.
-    let u1 = append("u", ExpectedVersion::Exact(0), vec![event()]);
+    let u1 = append("u", ExpectedVersion::Exact(0), vec![event(0)]);
     append_heard_by(&*b, &*a, vec![u1]).await;
     let check_only = append("u", ExpectedVersion::Exact(0), vec![]);
-    let t1 = append("t", ExpectedVersion::Exact(0), vec![event()]);
+    let t1 = append("t", ExpectedVersion::Exact(0), vec![event(0)]);
     let results = a.append(vec![check_only, t1]).await.unwrap();
     assert!(results[0].is_conflict(), "{results:?}");
     assert!(!results[1].is_conflict(), "{results:?}");
 
     // An event b stored, appended again by a (the unique key on event_id): answered with
     // where it is, not stored twice.
-    let stored = event();
+    let stored = event(0);
     let v0 = append("v", ExpectedVersion::NoStream, vec![stored.clone()]);
     append_heard_by(&*b, &*a, vec![v0]).await;
     let retried = append("v", ExpectedVersion::NoStream, vec![stored]);
@@ -164,10 +154,4 @@ async fn a_right_head_with_a_wrong_stream_guess_writes_no_wrong_row() {
     assert_eq!(versions("v"), vec![0]);
     let positions: Vec<u64> = all.iter().map(|e| e.position).collect();
     assert_eq!(positions, (1..=all.len() as u64).collect::<Vec<_>>());
-}
-
-async fn one(store: &dyn EventStore, a: StreamAppend) -> AppendResult {
-    let mut results = store.append(vec![a]).await.expect("append");
-    assert_eq!(results.len(), 1);
-    results.remove(0)
 }

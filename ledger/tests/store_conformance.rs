@@ -5,48 +5,20 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use domain::EncodedSnapshot;
 use ledger::testing;
-use ledger::{
-    AppendResult, EventData, EventStore, ExpectedVersion, Metadata, RecordedEvent, StreamAppend,
-};
+use ledger::{AppendResult, EventData, EventStore, ExpectedVersion, RecordedEvent, StreamAppend};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 #[macro_use]
 mod common;
 
-fn event(n: u64) -> EventData {
-    EventData {
-        event_id: Uuid::now_v7(),
-        event_type: "Test".into(),
-        schema_version: 1,
-        data: serde_json::value::to_raw_value(&json!({ "n": n })).unwrap(),
-        metadata: Metadata {
-            actor: Some("tester".into()),
-            request_id: Some(format!("req-{n}")),
-            correlation_id: None,
-            principal: Some("tester-token".into()),
-        },
-        recorded_at: chrono::DateTime::from_timestamp_millis(Utc::now().timestamp_millis())
-            .unwrap(),
-    }
-}
+use common::appends::{append, event, one};
 
 /// A stored body as JSON: PostgreSQL gives back its own spelling of the text appended.
 fn body(event: &RecordedEvent) -> Value {
     serde_json::from_str(event.event.data.get()).unwrap()
-}
-
-fn append(stream: &str, expected: ExpectedVersion, events: Vec<EventData>) -> StreamAppend {
-    StreamAppend::new(stream, expected, events)
-}
-
-async fn one(store: &dyn EventStore, a: StreamAppend) -> AppendResult {
-    let mut results = store.append(vec![a]).await.expect("append");
-    assert_eq!(results.len(), 1);
-    results.remove(0)
 }
 
 async fn expected_versions_are_enforced(store: Arc<dyn EventStore>) {

@@ -1,5 +1,7 @@
 //! What the store's conformance suites share.
 
+pub mod appends;
+
 /// Instantiates each named `async fn(Arc<dyn EventStore>)` as a test on a fresh SQLite store
 /// (module `sqlite`) and on a fresh PostgreSQL schema (module `postgres`; it passes without
 /// running when no PostgreSQL is configured, as every PostgreSQL test here does).
