@@ -374,9 +374,19 @@ async fn usage_history_prints_a_sparkline_per_resource() {
             .expect("id")
             .to_owned();
     }
-    api.release("acme", &last).await.assert_status(200);
+    let released = api.release("acme", &last).await;
+    // Read at the release's position: without it the server waits at most 1 s for the views
+    // (README "Read-your-writes"), which a loaded machine has outrun.
+    let position = released.assert_status(200)["position"]
+        .as_u64()
+        .expect("position")
+        .to_string();
 
-    let table = ok_out(&url, &["usage", "acme", "--history"]).await;
+    let table = ok_out(
+        &url,
+        &["usage", "acme", "--history", "--min-position", &position],
+    )
+    .await;
     let row = |name: &str| {
         table
             .lines()
