@@ -13,6 +13,7 @@
 mod codec;
 mod decide;
 mod events;
+mod held;
 mod ids;
 pub mod limits;
 mod quantity;

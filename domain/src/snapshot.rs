@@ -396,7 +396,9 @@ impl ProjectState {
                 position,
             };
             if reservation.status == ReservationStatus::Held {
-                state.held.insert(reservation.id);
+                state
+                    .held
+                    .put_in(reservation.id, &reservation.deltas, reservation.expires_at);
             }
             if state
                 .reservations

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::held::Holds;
 use crate::subtree::Subtree;
 use crate::{
     Counted, Deltas, Event, Limit, Limits, ProjectId, ReleaseReason, ReservationId, ResourceName,
@@ -138,7 +139,7 @@ pub struct ProjectState {
     pub limits_position: Option<u64>,
     pub(crate) in_use: BTreeMap<ResourceName, i64>,
     pub(crate) reservations: HashMap<ReservationId, Reservation>,
-    pub(crate) held: BTreeSet<ReservationId>,
+    pub(crate) held: Holds,
     pub(crate) users: BTreeMap<UserId, UserState>,
     /// The project's parent, if it has one (SPEC rule 11).
     pub parent: Option<ProjectId>,
@@ -156,7 +157,7 @@ impl ProjectState {
             limits_position: None,
             in_use: BTreeMap::new(),
             reservations: HashMap::new(),
-            held: BTreeSet::new(),
+            held: Holds::default(),
             users: BTreeMap::new(),
             parent: None,
             subtree: Subtree::default(),
@@ -191,7 +192,7 @@ impl ProjectState {
     }
 
     pub fn held(&self) -> impl Iterator<Item = &Reservation> {
-        self.held.iter().filter_map(|id| self.reservations.get(id))
+        self.held.ids().filter_map(|id| self.reservations.get(id))
     }
 
     pub fn in_use(&self, resource: &ResourceName) -> i64 {
@@ -220,6 +221,15 @@ impl ProjectState {
         resource: &ResourceName,
         now: Timestamp,
     ) -> Usage {
+        if user.is_none() {
+            if let Some(sums) = self.held.sums_if_all_live(resource, now) {
+                return Usage {
+                    in_use,
+                    reserved: sums.reserved,
+                    releasing: sums.releasing,
+                };
+            }
+        }
         let mut usage = Usage {
             in_use,
             ..Usage::default()
@@ -310,6 +320,13 @@ impl ProjectState {
                 count,
                 user,
             } => {
+                // A request under an id still held stands in for the hold (the decisions
+                // never make one; a stored log is folded as it is).
+                if let Some(old) = self.reservations.get(reservation_id) {
+                    self.held
+                        .take_out(reservation_id, &old.deltas, old.expires_at);
+                }
+                self.held.put_in(*reservation_id, deltas, *expires_at);
                 self.reservations.insert(
                     *reservation_id,
                     Reservation {
@@ -325,7 +342,6 @@ impl ProjectState {
                         position: None,
                     },
                 );
-                self.held.insert(*reservation_id);
             }
             Event::ReservationCommitted { reservation_id } => {
                 let Some(r) = self.reservations.get_mut(reservation_id) else {
@@ -338,7 +354,7 @@ impl ProjectState {
                 r.status_at = at;
                 r.status_version = version;
                 r.position = None;
-                self.held.remove(reservation_id);
+                self.held.take_out(reservation_id, &r.deltas, r.expires_at);
                 let user = r
                     .user
                     .as_ref()
@@ -368,7 +384,7 @@ impl ProjectState {
                 r.status_at = at;
                 r.status_version = version;
                 r.position = None;
-                self.held.remove(reservation_id);
+                self.held.take_out(reservation_id, &r.deltas, r.expires_at);
                 if was == ReservationStatus::Committed {
                     let user = r
                         .user

@@ -330,6 +330,17 @@ mod tests {
             .collect()
     }
 
+    /// A project's usage of `resource` at `at`, summed over all its reservations.
+    fn summed(state: &ProjectState, resource: &ResourceName, at: Timestamp) -> crate::Usage {
+        let live = state.reservations.values().filter(|r| r.is_live_hold(at));
+        let deltas: Vec<i64> = live.map(|r| r.deltas.get(resource)).collect();
+        crate::Usage {
+            in_use: state.in_use(resource),
+            reserved: deltas.iter().filter(|d| **d > 0).sum(),
+            releasing: deltas.iter().filter(|d| **d < 0).sum(),
+        }
+    }
+
     proptest! {
         #[test]
         fn the_usage_fold_keeps_the_numbers_of_project_state(
@@ -360,6 +371,9 @@ mod tests {
                             usage.reserved_at(&resource, at),
                             state.usage(&resource, at).reserved
                         );
+                        // Both keep totals of their holds: the sums are checked against
+                        // every reservation's own status and expiry, summed afresh.
+                        prop_assert_eq!(state.usage(&resource, at), summed(&state, &resource, at));
                     }
                 }
                 // The change names everything that moved, so a view that writes back only

@@ -1,0 +1,103 @@
+//! A project's held reservations, and what they add up to.
+//!
+//! Every reserve asks how much of each resource the project's live holds take, and the
+//! project's holds are as many as its clients keep in flight (thousands for one whose clients
+//! leave holds to expire). Summing them for each resource of each decision made a decision's
+//! cost grow with them; the sums are kept instead, as holds come and go. They answer only while
+//! every hold is still live (before the earliest expiry): after it, the caller sums the live
+//! ones as before.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::{Deltas, ReservationId, ResourceName, Timestamp};
+
+/// The ids of a project's held reservations with their totals. Changed only through
+/// [`Holds::put_in`] and [`Holds::take_out`], which keep the totals with the ids.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Holds {
+    ids: BTreeSet<ReservationId>,
+    /// Per resource, the sum of the holds' positive deltas, and of their negative ones. `i128`:
+    /// a sum of `i64`s cannot overflow it, so taking a hold out is exact; reads saturate as
+    /// summing in `i64` with `saturating_add` did (each sum has one sign, so that is a clamp).
+    reserved: BTreeMap<ResourceName, i128>,
+    releasing: BTreeMap<ResourceName, i128>,
+    /// How many holds expire at each instant: its first key is the earliest expiry.
+    expiries: BTreeMap<Timestamp, u64>,
+}
+
+/// What every held reservation adds up to for one resource: `reserved` ≥ 0, `releasing` ≤ 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HeldSums {
+    pub reserved: i64,
+    pub releasing: i64,
+}
+
+impl Holds {
+    pub(crate) fn ids(&self) -> impl Iterator<Item = &ReservationId> {
+        self.ids.iter()
+    }
+
+    /// Holds `id` with `deltas` until `expires_at`; nothing if `id` is held already.
+    pub(crate) fn put_in(&mut self, id: ReservationId, deltas: &Deltas, expires_at: Timestamp) {
+        if !self.ids.insert(id) {
+            return;
+        }
+        for (resource, delta) in deltas.iter().filter(|(_, delta)| *delta != 0) {
+            let sums = if delta > 0 {
+                &mut self.reserved
+            } else {
+                &mut self.releasing
+            };
+            *sums.entry(resource.clone()).or_default() += i128::from(delta);
+        }
+        *self.expiries.entry(expires_at).or_default() += 1;
+    }
+
+    /// Takes `id` out, with the `deltas` and `expires_at` it was put in with; nothing if `id`
+    /// is not held.
+    pub(crate) fn take_out(&mut self, id: &ReservationId, deltas: &Deltas, expires_at: Timestamp) {
+        if !self.ids.remove(id) {
+            return;
+        }
+        for (resource, delta) in deltas.iter().filter(|(_, delta)| *delta != 0) {
+            let sums = if delta > 0 {
+                &mut self.reserved
+            } else {
+                &mut self.releasing
+            };
+            if let Some(sum) = sums.get_mut(resource) {
+                *sum -= i128::from(delta);
+                if *sum == 0 {
+                    sums.remove(resource);
+                }
+            }
+        }
+        if let Some(count) = self.expiries.get_mut(&expires_at) {
+            *count -= 1;
+            if *count == 0 {
+                self.expiries.remove(&expires_at);
+            }
+        }
+    }
+
+    /// The sums of every hold for `resource`, if every hold is still live at `now`; `None`
+    /// when some may have expired, and only the live ones count.
+    pub(crate) fn sums_if_all_live(
+        &self,
+        resource: &ResourceName,
+        now: Timestamp,
+    ) -> Option<HeldSums> {
+        let earliest = self.expiries.keys().next();
+        if earliest.is_some_and(|earliest| now >= *earliest) {
+            return None;
+        }
+        let clamp = |sum: Option<&i128>| {
+            let sum = sum.copied().unwrap_or(0);
+            i64::try_from(sum).unwrap_or(if sum > 0 { i64::MAX } else { i64::MIN })
+        };
+        Some(HeldSums {
+            reserved: clamp(self.reserved.get(resource)),
+            releasing: clamp(self.releasing.get(resource)),
+        })
+    }
+}
