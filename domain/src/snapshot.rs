@@ -239,7 +239,8 @@ impl ProjectState {
     /// save). Times keep millisecond precision, the precision events are recorded with.
     pub fn to_snapshot(&self) -> Option<EncodedSnapshot> {
         let version = self.version?;
-        let mut reservations: Vec<&Reservation> = self.reservations.values().collect();
+        let mut reservations: Vec<&Reservation> =
+            self.reservations.values().map(|r| &**r).collect();
         // Stream order (each reservation's status event has its own version), so that equal
         // states give equal bytes.
         reservations.sort_unstable_by_key(|r| r.status_version);
@@ -402,7 +403,7 @@ impl ProjectState {
             }
             if state
                 .reservations
-                .insert(reservation.id, reservation)
+                .insert(reservation.id, Box::new(reservation))
                 .is_some()
             {
                 return Err(format!("reservation {id} twice"));

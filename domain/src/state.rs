@@ -138,7 +138,9 @@ pub struct ProjectState {
     pub limits_version: StreamVersion,
     pub limits_position: Option<u64>,
     pub(crate) in_use: BTreeMap<ResourceName, i64>,
-    pub(crate) reservations: HashMap<ReservationId, Reservation>,
+    /// Boxed: the map only grows (every reservation is kept), and each time it doubles it
+    /// moves its entries; a pointer moves in a sixth of the time a reservation would.
+    pub(crate) reservations: HashMap<ReservationId, Box<Reservation>>,
     pub(crate) held: Holds,
     pub(crate) users: BTreeMap<UserId, UserState>,
     /// The project's parent, if it has one (SPEC rule 11).
@@ -188,11 +190,11 @@ impl ProjectState {
     }
 
     pub fn reservation(&self, id: &ReservationId) -> Option<&Reservation> {
-        self.reservations.get(id)
+        self.reservations.get(id).map(|r| &**r)
     }
 
     pub fn held(&self) -> impl Iterator<Item = &Reservation> {
-        self.held.ids().filter_map(|id| self.reservations.get(id))
+        self.held.ids().filter_map(|id| self.reservation(id))
     }
 
     pub fn in_use(&self, resource: &ResourceName) -> i64 {
@@ -329,7 +331,7 @@ impl ProjectState {
                 self.held.put_in(*reservation_id, deltas, *expires_at);
                 self.reservations.insert(
                     *reservation_id,
-                    Reservation {
+                    Box::new(Reservation {
                         id: *reservation_id,
                         deltas: deltas.clone(),
                         count: *count,
@@ -340,7 +342,7 @@ impl ProjectState {
                         status_at: at,
                         status_version: version,
                         position: None,
-                    },
+                    }),
                 );
             }
             Event::ReservationCommitted { reservation_id } => {
