@@ -1,4 +1,4 @@
-//! A project's held reservations, and what they add up to.
+//! A project's held reservations, and what they add up to (also the usage view's totals).
 //!
 //! Every reserve asks how much of each resource the project's live holds take, and the
 //! project's holds are as many as its clients keep in flight (thousands for one whose clients
@@ -11,11 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::{Deltas, ReservationId, ResourceName, Timestamp};
 
-/// The ids of a project's held reservations with their totals. Changed only through
-/// [`Holds::put_in`] and [`Holds::take_out`], which keep the totals with the ids.
+/// What a set of holds adds up to, kept as holds come and go: for a project's state
+/// ([`Holds`]) and for the usage view's fold (`ProjectUsage`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Holds {
-    ids: BTreeSet<ReservationId>,
+pub(crate) struct HoldTotals {
     /// Per resource, the sum of the holds' positive deltas, and of their negative ones. `i128`:
     /// a sum of `i64`s cannot overflow it, so taking a hold out is exact; reads saturate as
     /// summing in `i64` with `saturating_add` did (each sum has one sign, so that is a clamp).
@@ -25,46 +24,29 @@ pub(crate) struct Holds {
     expiries: BTreeMap<Timestamp, u64>,
 }
 
-/// What every held reservation adds up to for one resource: `reserved` ≥ 0, `releasing` ≤ 0.
+/// What every hold adds up to for one resource: `reserved` ≥ 0, `releasing` ≤ 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct HeldSums {
     pub reserved: i64,
     pub releasing: i64,
 }
 
-impl Holds {
-    pub(crate) fn ids(&self) -> impl Iterator<Item = &ReservationId> {
-        self.ids.iter()
-    }
-
-    /// Holds `id` with `deltas` until `expires_at`; nothing if `id` is held already.
-    pub(crate) fn put_in(&mut self, id: ReservationId, deltas: &Deltas, expires_at: Timestamp) {
-        if !self.ids.insert(id) {
-            return;
-        }
+impl HoldTotals {
+    /// Counts a hold of `deltas` until `expires_at` in.
+    pub(crate) fn put_in(&mut self, deltas: &Deltas, expires_at: Timestamp) {
         for (resource, delta) in deltas.iter().filter(|(_, delta)| *delta != 0) {
-            let sums = if delta > 0 {
-                &mut self.reserved
-            } else {
-                &mut self.releasing
-            };
-            *sums.entry(resource.clone()).or_default() += i128::from(delta);
+            *self
+                .sums_of_sign(delta)
+                .entry(resource.clone())
+                .or_default() += i128::from(delta);
         }
         *self.expiries.entry(expires_at).or_default() += 1;
     }
 
-    /// Takes `id` out, with the `deltas` and `expires_at` it was put in with; nothing if `id`
-    /// is not held.
-    pub(crate) fn take_out(&mut self, id: &ReservationId, deltas: &Deltas, expires_at: Timestamp) {
-        if !self.ids.remove(id) {
-            return;
-        }
+    /// Counts out a hold that was counted in with these `deltas` and `expires_at`.
+    pub(crate) fn take_out(&mut self, deltas: &Deltas, expires_at: Timestamp) {
         for (resource, delta) in deltas.iter().filter(|(_, delta)| *delta != 0) {
-            let sums = if delta > 0 {
-                &mut self.reserved
-            } else {
-                &mut self.releasing
-            };
+            let sums = self.sums_of_sign(delta);
             if let Some(sum) = sums.get_mut(resource) {
                 *sum -= i128::from(delta);
                 if *sum == 0 {
@@ -99,5 +81,52 @@ impl Holds {
             reserved: clamp(self.reserved.get(resource)),
             releasing: clamp(self.releasing.get(resource)),
         })
+    }
+
+    /// The sums a delta of this sign goes into (never called with 0).
+    fn sums_of_sign(&mut self, delta: i64) -> &mut BTreeMap<ResourceName, i128> {
+        if delta > 0 {
+            &mut self.reserved
+        } else {
+            &mut self.releasing
+        }
+    }
+}
+
+/// The ids of a project's held reservations with their totals. Changed only through
+/// [`Holds::put_in`] and [`Holds::take_out`], which keep the totals with the ids.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Holds {
+    ids: BTreeSet<ReservationId>,
+    totals: HoldTotals,
+}
+
+impl Holds {
+    pub(crate) fn ids(&self) -> impl Iterator<Item = &ReservationId> {
+        self.ids.iter()
+    }
+
+    /// Holds `id` with `deltas` until `expires_at`; nothing if `id` is held already.
+    pub(crate) fn put_in(&mut self, id: ReservationId, deltas: &Deltas, expires_at: Timestamp) {
+        if self.ids.insert(id) {
+            self.totals.put_in(deltas, expires_at);
+        }
+    }
+
+    /// Takes `id` out, with the `deltas` and `expires_at` it was put in with; nothing if `id`
+    /// is not held.
+    pub(crate) fn take_out(&mut self, id: &ReservationId, deltas: &Deltas, expires_at: Timestamp) {
+        if self.ids.remove(id) {
+            self.totals.take_out(deltas, expires_at);
+        }
+    }
+
+    /// [`HoldTotals::sums_if_all_live`] of these holds.
+    pub(crate) fn sums_if_all_live(
+        &self,
+        resource: &ResourceName,
+        now: Timestamp,
+    ) -> Option<HeldSums> {
+        self.totals.sums_if_all_live(resource, now)
     }
 }

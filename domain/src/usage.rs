@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::held::HoldTotals;
 use crate::state::taken_out;
 use crate::{Deltas, Event, Limits, ReservationId, ResourceName, Timestamp};
 
@@ -29,51 +30,7 @@ pub struct ProjectUsage {
     /// Changed only through [`ProjectUsage::hold`] and `unhold`, which keep `held_totals`.
     held: HashMap<ReservationId, LiveReservation>,
     pub committed: HashMap<ReservationId, LiveReservation>,
-    held_totals: HeldTotals,
-}
-
-/// What the holds add up to, kept as they come and go: an audit entry reports the reserved
-/// amount of each resource an event touches, and summing every hold for each one made a
-/// project's view batch cost grow with the holds it has outstanding.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct HeldTotals {
-    /// Per resource, the sum of the holds' positive deltas. `i128`: a sum of `i64`s cannot
-    /// overflow it, so taking a hold out is exact; reads saturate as the summing did.
-    positive: BTreeMap<ResourceName, i128>,
-    /// The earliest expiry among the holds: before it, every hold is live and `positive` is
-    /// the reserved amount.
-    earliest_expiry: Option<Timestamp>,
-}
-
-impl HeldTotals {
-    fn put_in(&mut self, hold: &LiveReservation) {
-        for (resource, delta) in hold.deltas.iter().filter(|(_, delta)| *delta > 0) {
-            *self.positive.entry(resource.clone()).or_default() += i128::from(delta);
-        }
-        self.earliest_expiry = Some(
-            self.earliest_expiry
-                .map_or(hold.expires_at, |earliest| earliest.min(hold.expires_at)),
-        );
-    }
-
-    /// Takes `hold` out; `remaining` are the holds left without it.
-    fn take_out(
-        &mut self,
-        hold: &LiveReservation,
-        remaining: &HashMap<ReservationId, LiveReservation>,
-    ) {
-        for (resource, delta) in hold.deltas.iter().filter(|(_, delta)| *delta > 0) {
-            if let Some(sum) = self.positive.get_mut(resource) {
-                *sum -= i128::from(delta);
-                if *sum == 0 {
-                    self.positive.remove(resource);
-                }
-            }
-        }
-        if self.earliest_expiry == Some(hold.expires_at) {
-            self.earliest_expiry = remaining.values().map(|h| h.expires_at).min();
-        }
-    }
+    held_totals: HoldTotals,
 }
 
 /// What one event changed in a [`ProjectUsage`], so that a view writes back only that.
@@ -95,10 +52,8 @@ impl ProjectUsage {
     /// The positive deltas of holds still live at `now`, for one resource (as
     /// `ProjectState::usage(..).reserved`).
     pub fn reserved_at(&self, resource: &ResourceName, now: Timestamp) -> i64 {
-        let totals = &self.held_totals;
-        if totals.earliest_expiry.is_none_or(|earliest| now < earliest) {
-            let sum = totals.positive.get(resource).copied().unwrap_or(0);
-            return i64::try_from(sum).unwrap_or(i64::MAX);
+        if let Some(sums) = self.held_totals.sums_if_all_live(resource, now) {
+            return sums.reserved;
         }
         self.held
             .values()
@@ -116,13 +71,14 @@ impl ProjectUsage {
     /// Holds `reservation` under `id`, in place of whatever the id held.
     pub fn hold(&mut self, id: ReservationId, reservation: LiveReservation) {
         self.unhold(&id);
-        self.held_totals.put_in(&reservation);
+        self.held_totals
+            .put_in(&reservation.deltas, reservation.expires_at);
         self.held.insert(id, reservation);
     }
 
     fn unhold(&mut self, id: &ReservationId) -> Option<LiveReservation> {
         let hold = self.held.remove(id)?;
-        self.held_totals.take_out(&hold, &self.held);
+        self.held_totals.take_out(&hold.deltas, hold.expires_at);
         Some(hold)
     }
 
