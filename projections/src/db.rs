@@ -130,6 +130,18 @@ async fn on_views_thread(
         .map_err(Into::into)
 }
 
+/// Every table of migrations/sqlite-views (a test holds the list to the schema).
+const VIEW_TABLES: [&str; 8] = [
+    "projection_state",
+    "projection_checkpoints",
+    "usage_in_use",
+    "usage_limits",
+    "usage_reservations",
+    "audit_entries",
+    "project_parents",
+    "views_source",
+];
+
 /// A views file records which event file it was built from (the id the events file's
 /// migration gave it). Paired with another one (the events file was replaced or restored from
 /// a backup) its rows describe other events: they are deleted, and the views are built again
@@ -148,16 +160,7 @@ async fn forget_views_of_another_store(
                 "the views file was built from another event file; building the views again"
             );
         }
-        // Every table of migrations/sqlite-views: a view table added there belongs here too.
-        for table in [
-            "projection_state",
-            "projection_checkpoints",
-            "usage_in_use",
-            "usage_limits",
-            "usage_reservations",
-            "audit_entries",
-            "views_source",
-        ] {
+        for table in VIEW_TABLES {
             sqlx::query(&format!("DELETE FROM {table}"))
                 .execute(&mut *tx)
                 .await?;
@@ -222,5 +225,26 @@ mod tests {
         let expected_kib = i64::try_from(VIEWS_WRITER_CACHE_BYTES / 1024).unwrap();
         assert_eq!(cache_size(write).await, -expected_kib);
         assert_eq!(cache_size(read).await, -2000);
+    }
+
+    /// Views of another event file are forgotten table by table: a table the list misses keeps
+    /// rows about events this file does not hold.
+    #[tokio::test]
+    async fn the_tables_forgotten_for_another_event_file_are_all_the_view_tables() {
+        let pool = SqlitePool::connect("sqlite::memory:").await.unwrap();
+        sqlx::migrate!("../migrations/sqlite-views")
+            .run(&pool)
+            .await
+            .unwrap();
+        let mut tables: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\'",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        tables.sort();
+        let mut listed: Vec<String> = VIEW_TABLES.iter().map(|t| (*t).to_owned()).collect();
+        listed.sort();
+        assert_eq!(tables, listed);
     }
 }
