@@ -10,12 +10,13 @@
 //! Each page looks the descendants up again: a project that joins or leaves between two pages
 //! is in the later pages or not, and the cursor (a position) stays valid either way.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use domain::{Deltas, ProjectId, ReservationId, ResourceName, Timestamp, UserId};
 use ledger::Position;
 use sqlx::QueryBuilder;
 
+use crate::audit_keys::push_project_is;
 use crate::checkpoint::AUDIT;
 use crate::fold::{parse_deltas, parse_limits, parse_usage_after, AuditRow};
 use crate::limits::ROWS_PER_STATEMENT;
@@ -110,7 +111,7 @@ const CURSOR_PREFIX: &str = "a1:";
 
 /// Parameters an audit row binds, and rows per insert: half the usual rows keep a statement as
 /// far below the backends' parameter limits (see [`ROWS_PER_STATEMENT`]).
-const AUDIT_PARAMETERS_PER_ROW: usize = 21;
+const AUDIT_PARAMETERS_PER_ROW: usize = 22;
 const AUDIT_ROWS_PER_STATEMENT: usize = ROWS_PER_STATEMENT / 2;
 const _: () = assert!(AUDIT_ROWS_PER_STATEMENT * AUDIT_PARAMETERS_PER_ROW <= 32_766);
 
@@ -232,13 +233,15 @@ impl Tx {
         // entries in log order jump to another project's leaves at every row.
         let mut in_index_order: Vec<&AuditRow> = rows.iter().collect();
         in_index_order.sort_by(|a, b| a.project.cmp(&b.project));
+        let projects: BTreeSet<&str> = rows.iter().map(|r| r.project.as_str()).collect();
+        let keys = self.audit_project_keys(generation, &projects).await?;
         for chunk in in_index_order.chunks(AUDIT_ROWS_PER_STATEMENT) {
             on_tx!(self, |c, DB| {
                 let mut q = QueryBuilder::<DB>::new(format!(
                     "{insert} audit_entries (generation, position, project, version, at_ms, event_type, \
                      reservation_id, deltas, actor, request_id, reason, usage_after, principal, \
                      before_values, after_values, forced, expires_at_ms, granted_count, user_id, \
-                     parent, descendant) ",
+                     parent, descendant, project_key) ",
                 ));
                 q.push_values(chunk, |mut b, row| {
                     b.push_bind(generation)
@@ -261,7 +264,8 @@ impl Tx {
                         .push_bind(row.granted_count)
                         .push_bind(row.user.as_deref())
                         .push_bind(row.parent.as_deref())
-                        .push_bind(row.descendant.as_deref());
+                        .push_bind(row.descendant.as_deref())
+                        .push_bind(keys[row.project.as_str()]);
                 });
                 q.build().execute(&mut *c).await?;
             });
@@ -287,9 +291,8 @@ impl Tx {
                  request_id, reason, usage_after, principal, before_values, after_values, forced, \
                  granted_count, user_id, parent, descendant FROM audit_entries{index} WHERE generation = ",
             ));
-            q.push_bind(generation)
-                .push(" AND project = ")
-                .push_bind(project);
+            q.push_bind(generation).push(" AND ");
+            push_project_is(&mut q, generation, project);
             q.push(" AND position > ").push_bind(filter.after);
             if let Some(since) = filter.since_ms {
                 q.push(" AND at_ms >= ").push_bind(since);

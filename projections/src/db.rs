@@ -131,13 +131,14 @@ async fn on_views_thread(
 }
 
 /// Every table of migrations/sqlite-views (a test holds the list to the schema).
-const VIEW_TABLES: [&str; 8] = [
+const VIEW_TABLES: [&str; 9] = [
     "projection_state",
     "projection_checkpoints",
     "usage_in_use",
     "usage_limits",
     "usage_reservations",
     "audit_entries",
+    "audit_projects",
     "project_parents",
     "views_source",
 ];

@@ -17,6 +17,7 @@
 use domain::{Deltas, Limit, ProjectId, ResourceName, Timestamp, DEFAULTS_STREAM};
 use ledger::Position;
 
+use crate::audit_keys::project_is;
 use crate::checkpoint::AUDIT;
 use crate::fold::{parse_deltas, parse_limits, parse_usage_after};
 use crate::limits::MAX_HISTORY_POINTS;
@@ -208,13 +209,15 @@ fn held(deltas: Option<&str>, resource: &ResourceName) -> i64 {
 
 impl Reader<'_> {
     async fn first_at_ms(&self, tx: &mut Tx) -> Result<Option<i64>, ProjectionError> {
-        Ok(on_tx!(tx, |c, DB| sqlx::query_scalar(
-            "SELECT MIN(at_ms) FROM audit_entries WHERE generation = $1 AND project = $2"
-        )
-        .bind(self.generation)
-        .bind(self.project)
-        .fetch_one(&mut *c)
-        .await?))
+        let sql = format!(
+            "SELECT MIN(at_ms) FROM audit_entries WHERE generation = $1 AND {}",
+            project_is("", "$1", "$2")
+        );
+        Ok(on_tx!(tx, |c, DB| sqlx::query_scalar(&sql)
+            .bind(self.generation)
+            .bind(self.project)
+            .fetch_one(&mut *c)
+            .await?))
     }
 
     /// The project's limits entries naming the resource, up to `until_ms`, in order.
@@ -278,9 +281,10 @@ impl Reader<'_> {
         // whole history) rather than its few limits entries by type.
         let sql = format!(
             "SELECT at_ms, event_type, before_values, after_values FROM audit_entries{} \
-             WHERE generation = $1 AND project = $2 AND event_type IN ($3, $4) AND at_ms <= $5 \
+             WHERE generation = $1 AND {} AND event_type IN ($3, $4) AND at_ms <= $5 \
              ORDER BY at_ms, position",
-            sqlite_index(tx, "audit_by_type")
+            sqlite_index(tx, "audit_by_type"),
+            project_is("", "$1", "$2")
         );
         Ok(on_tx!(tx, |c, DB| sqlx::query_as(&sql)
             .bind(self.generation)
@@ -309,9 +313,10 @@ impl Reader<'_> {
         let bound = i64::try_from(MAX_HISTORY_POINTS).unwrap_or(i64::MAX);
         let reported: Vec<i64> = {
             let sql = format!(
-                "SELECT DISTINCT at_ms FROM audit_entries WHERE generation = $1 AND project = $2 \
+                "SELECT DISTINCT at_ms FROM audit_entries WHERE generation = $1 AND {} \
                  AND at_ms > $3 AND at_ms <= $4 AND event_type <> 'ReservationDenied' AND {} \
                  ORDER BY at_ms LIMIT $6",
+                project_is("", "$1", "$2"),
                 contains(tx, "usage_after", "$5")
             );
             on_tx!(tx, |c, DB| sqlx::query_scalar(&sql)
@@ -351,12 +356,13 @@ impl Reader<'_> {
     ) -> Result<Vec<i64>, ProjectionError> {
         let sql = format!(
             "SELECT r.expires_at_ms FROM audit_entries r{} WHERE r.generation = $1 \
-             AND r.project = $2 AND r.expires_at_ms > $3 AND r.expires_at_ms <= $4 AND {} \
+             AND {} AND r.expires_at_ms > $3 AND r.expires_at_ms <= $4 AND {} \
              AND NOT EXISTS (SELECT 1 FROM audit_entries e{} WHERE e.generation = $1 \
              AND e.reservation_id = r.reservation_id AND e.project = $2 \
              AND e.event_type IN ('ReservationCommitted', 'ReservationReleased') \
              AND e.at_ms < r.expires_at_ms) ORDER BY r.expires_at_ms LIMIT $6",
             sqlite_index(tx, "audit_by_expiry"),
+            project_is("r.", "$1", "$2"),
             contains(tx, "r.deltas", "$5"),
             sqlite_index(tx, "audit_by_reservation")
         );
@@ -379,9 +385,10 @@ impl Reader<'_> {
         at_ms: i64,
     ) -> Result<Option<Reported>, ProjectionError> {
         let sql = format!(
-            "SELECT at_ms, usage_after FROM audit_entries WHERE generation = $1 AND project = $2 \
+            "SELECT at_ms, usage_after FROM audit_entries WHERE generation = $1 AND {} \
              AND at_ms <= $3 AND event_type <> 'ReservationDenied' AND {} \
              ORDER BY at_ms DESC, position DESC LIMIT 1",
+            project_is("", "$1", "$2"),
             contains(tx, "usage_after", "$4")
         );
         let row: Option<(i64, String)> = on_tx!(tx, |c, DB| sqlx::query_as(&sql)
@@ -413,13 +420,14 @@ impl Reader<'_> {
             return Ok(0);
         }
         let sql = format!(
-            "SELECT r.deltas FROM audit_entries r{} WHERE r.generation = $1 AND r.project = $2 \
+            "SELECT r.deltas FROM audit_entries r{} WHERE r.generation = $1 AND {} \
              AND r.expires_at_ms > $3 AND r.expires_at_ms <= $4 AND r.at_ms <= $3 \
              AND NOT EXISTS (SELECT 1 FROM audit_entries e{} WHERE e.generation = $1 \
              AND e.reservation_id = r.reservation_id AND e.project = $2 \
              AND e.event_type IN ('ReservationCommitted', 'ReservationReleased') \
              AND e.at_ms <= $3)",
             sqlite_index(tx, "audit_by_expiry"),
+            project_is("r.", "$1", "$2"),
             sqlite_index(tx, "audit_by_reservation")
         );
         let deltas: Vec<Option<String>> = on_tx!(tx, |c, DB| sqlx::query_scalar(&sql)

@@ -27,6 +27,7 @@
 //! batch is applied twice.
 
 mod audit;
+mod audit_keys;
 mod background;
 mod checkpoint;
 mod db;

@@ -90,13 +90,14 @@ impl Tx {
         // A loose index scan as a recursive query: each step seeks the next project after the
         // last. SQLite stops the recursion at the LIMIT inside it; PostgreSQL evaluates only
         // the rows the outer LIMIT fetches.
-        let (index, inner_limit, outer_limit) = match self {
-            Tx::Sqlite(_) => (" INDEXED BY audit_by_project", " LIMIT $6", ""),
-            Tx::Postgres(_) => ("", "", " LIMIT $6"),
+        let (inner_limit, outer_limit) = match self {
+            Tx::Sqlite(_) => (" LIMIT $6", ""),
+            Tx::Postgres(_) => ("", " LIMIT $6"),
         };
+        // The audit view's projects, by their primary key (sqlite-views/0008).
         let next_after = |after: &str| {
             format!(
-                "SELECT MIN(project) FROM audit_entries{index} WHERE generation = $1 \
+                "SELECT MIN(project) FROM audit_projects WHERE generation = $1 \
                  AND project > {after} AND project >= $3 AND project < $4 AND project <> $5"
             )
         };

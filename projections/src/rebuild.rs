@@ -22,6 +22,7 @@ fn tables(view: &str) -> &'static [(&'static str, &'static str)] {
     if view == AUDIT {
         &[
             ("audit_entries", "generation, position"),
+            ("audit_projects", "generation, project"),
             ("project_parents", "generation, project"),
         ]
     } else {

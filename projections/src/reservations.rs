@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use domain::{ReleaseReason, ReservationId, ReservationStatus, UserId};
 use sqlx::QueryBuilder;
 
+use crate::audit_keys::project_is;
 use crate::checkpoint::{AUDIT, AUDIT_CODE_VERSION};
 use crate::fold::parse_deltas;
 use crate::limits::{DEFAULT_RESERVATION_PAGE, MAX_RESERVATION_PAGE, SCAN_RESERVATIONS};
@@ -58,9 +59,10 @@ fn window_sql(tx: &Tx) -> String {
     };
     format!(
         "(SELECT generation, project, position, reservation_id, at_ms, deltas, expires_at_ms, \
-         granted_count, user_id FROM audit_entries{index} WHERE generation = $1 AND project = $2 \
+         granted_count, user_id FROM audit_entries{index} WHERE generation = $1 AND {project} \
          AND event_type = 'ReservationRequested' AND position > $3 AND at_ms < $4 \
-         ORDER BY position LIMIT $5) r"
+         ORDER BY position LIMIT $5) r",
+        project = project_is("", "$1", "$2"),
     )
 }
 
