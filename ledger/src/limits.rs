@@ -46,11 +46,6 @@ pub const PAGE_SIZE_BYTES: u32 = 1024;
 /// the WAL itself (SQLite's `wal_autocheckpoint`) once it holds this many bytes of pages.
 pub const WAL_BOUND_BYTES: u64 = 64 << 20;
 
-/// The page cache of the events file's writer, 32 MiB (SQLite's default is 2 MiB): with many
-/// projects appending, each batch touches a leaf of the `(stream, version)` index per project,
-/// and the snapshots' pages; in 2 MiB they were read back from the OS at every few batches.
-pub const WRITER_CACHE_BYTES: u64 = 32 << 20;
-
 /// How far the events file's writer keeps zeros ahead of what SQLite has written in its WAL,
 /// 1 MiB: one commit in about seventy (at 15 KiB a commit) extends the file and carries the
 /// zeros to the disk, instead of every commit extending it.
@@ -79,7 +74,5 @@ const _: () = assert!(DEFAULT_CACHE_PROJECTS >= 1 && DEFAULT_SNAPSHOT_MIN_EVENTS
 const _: () = assert!(PAGE_SIZE_BYTES.is_power_of_two() && PAGE_SIZE_BYTES >= 512);
 // The WAL bound leaves room for a full batch at a page per event.
 const _: () = assert!(WAL_BOUND_BYTES >= (MAX_BATCH_EVENTS as u64) * (PAGE_SIZE_BYTES as u64));
-// The writer's cache holds at least a full batch at a page per event.
-const _: () = assert!(WRITER_CACHE_BYTES >= (MAX_BATCH_EVENTS as u64) * (PAGE_SIZE_BYTES as u64));
 // The room is a small part of the WAL it grows towards.
 const _: () = assert!(WAL_ROOM_BYTES > 0 && WAL_ROOM_BYTES <= WAL_BOUND_BYTES / 16);

@@ -28,7 +28,7 @@ use super::sqlite_thread;
 use super::wal_batching;
 use super::wal_room::WalRoom;
 use super::{AppendResult, Position, StoreError, StreamAppend};
-use crate::limits::{WAL_BOUND_BYTES, WRITER_CACHE_BYTES};
+use crate::limits::WAL_BOUND_BYTES;
 
 /// What an append answers: each append's result, and the head it saw or left (another
 /// process's appends included), for the store's head watch.
@@ -164,13 +164,6 @@ impl Opener {
         let pages = WAL_BOUND_BYTES / u64::try_from(page_size_bytes.max(512)).unwrap_or(512);
         conn.pragma_update(None, "wal_autocheckpoint", pages)
             .map_err(unavailable)?;
-        // A negative cache size is in KiB.
-        conn.pragma_update(
-            None,
-            "cache_size",
-            -i64::try_from(WRITER_CACHE_BYTES / 1024).unwrap_or(i64::MAX),
-        )
-        .map_err(unavailable)?;
         Ok(Writer {
             conn,
             wal_room: WalRoom::beside(path),
