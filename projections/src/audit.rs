@@ -228,14 +228,15 @@ impl Tx {
     ) -> Result<(), ProjectionError> {
         let insert = self.multi_row_insert();
         // Project by project (a stable sort: each project's entries stay in position order): the
-        // audit's indexes lead with the project, and each entry inserted seeks its leaf in every
-        // one of them. Consecutive entries of one project find those leaves in the CPU's cache;
-        // entries in log order jump to another project's leaves at every row.
-        let mut in_index_order: Vec<&AuditRow> = rows.iter().collect();
-        in_index_order.sort_by(|a, b| a.project.cmp(&b.project));
+        // audit's indexes lead with the project's key (`audit_keys`), and each entry inserted
+        // seeks its leaf in every one of them. Consecutive entries of one project find those
+        // leaves in the CPU's cache; entries in log order jump to another project's leaves at
+        // every row.
+        let mut by_project: Vec<&AuditRow> = rows.iter().collect();
+        by_project.sort_by(|a, b| a.project.cmp(&b.project));
         let projects: BTreeSet<&str> = rows.iter().map(|r| r.project.as_str()).collect();
         let keys = self.audit_project_keys(generation, &projects).await?;
-        for chunk in in_index_order.chunks(AUDIT_ROWS_PER_STATEMENT) {
+        for chunk in by_project.chunks(AUDIT_ROWS_PER_STATEMENT) {
             on_tx!(self, |c, DB| {
                 let mut q = QueryBuilder::<DB>::new(format!(
                     "{insert} audit_entries (generation, position, project, version, at_ms, event_type, \

@@ -94,19 +94,17 @@ impl Tx {
         generation: i64,
         projects: &[&str],
     ) -> Result<Vec<(String, i64)>, ProjectionError> {
-        let mut found = Vec::with_capacity(projects.len());
         match self {
-            Tx::Postgres(t) => {
-                found = sqlx::query_as(
-                    "SELECT project, project_key FROM audit_projects \
-                     WHERE generation = $1 AND project = ANY($2)",
-                )
-                .bind(generation)
-                .bind(projects)
-                .fetch_all(&mut **t)
-                .await?;
-            }
+            Tx::Postgres(t) => Ok(sqlx::query_as(
+                "SELECT project, project_key FROM audit_projects \
+                 WHERE generation = $1 AND project = ANY($2)",
+            )
+            .bind(generation)
+            .bind(projects)
+            .fetch_all(&mut **t)
+            .await?),
             Tx::Sqlite(t) => {
+                let mut found = Vec::with_capacity(projects.len());
                 for chunk in projects.chunks(ROWS_PER_STATEMENT) {
                     let mut q = QueryBuilder::<sqlx::Sqlite>::new(
                         "SELECT project, project_key FROM audit_projects WHERE generation = ",
@@ -123,8 +121,8 @@ impl Tx {
                             .await?,
                     );
                 }
+                Ok(found)
             }
         }
-        Ok(found)
     }
 }
