@@ -8,6 +8,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sqlx::migrate::Migrator;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::Connection;
 
@@ -174,4 +175,16 @@ pub async fn postgres_store() -> Option<(PostgresSchema, Arc<dyn EventStore>)> {
     let schema = postgres_schema(&url).await;
     let store = postgres_store_in(&url, &schema).await;
     Some((schema, store))
+}
+
+/// `migrator` without its migrations from `version` on: it makes a database as a binary before
+/// that migration left it, for tests that migrate such a database the rest of the way.
+pub fn migrations_before(mut migrator: Migrator, version: i64) -> Migrator {
+    migrator.migrations = migrator
+        .migrations
+        .iter()
+        .filter(|m| m.version < version)
+        .cloned()
+        .collect();
+    migrator
 }

@@ -125,13 +125,7 @@ async fn events_from_before_principals_read_as_unknown_sqlite() {
         .filename(&path)
         .create_if_missing(true);
     let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
-    let mut old = sqlx::migrate!("../migrations/sqlite");
-    old.migrations = old
-        .migrations
-        .iter()
-        .filter(|m| m.version < 5)
-        .cloned()
-        .collect();
+    let old = testing::migrations_before(sqlx::migrate!("../migrations/sqlite"), 5);
     old.run(&mut conn).await.unwrap();
     let data = domain::encode(&Event::LimitsReset).data.to_string();
     sqlx::query(OLD_INSERT)
@@ -155,13 +149,7 @@ async fn events_from_before_principals_read_as_unknown_postgres() {
     let schema = testing::postgres_schema(&url).await;
     let in_schema = testing::postgres_url_in(&url, &schema);
     let mut conn = sqlx::PgConnection::connect(&in_schema).await.unwrap();
-    let mut old = sqlx::migrate!("../migrations/postgres");
-    old.migrations = old
-        .migrations
-        .iter()
-        .filter(|m| m.version < 6)
-        .cloned()
-        .collect();
+    let old = testing::migrations_before(sqlx::migrate!("../migrations/postgres"), 6);
     old.run(&mut conn).await.unwrap();
     sqlx::query(OLD_INSERT)
         .bind(Uuid::now_v7())

@@ -38,13 +38,7 @@ async fn sqlite_migration_gives_existing_entries_their_keys() {
     let mut conn = sqlx::SqliteConnection::connect_with(&options)
         .await
         .unwrap();
-    let mut old = sqlx::migrate!("../migrations/sqlite-views");
-    old.migrations = old
-        .migrations
-        .iter()
-        .filter(|m| m.version < 8)
-        .cloned()
-        .collect();
+    let old = ledger::testing::migrations_before(sqlx::migrate!("../migrations/sqlite-views"), 8);
     old.run(&mut conn).await.unwrap();
     for (generation, position, project) in OLD_ROWS {
         sqlx::query(OLD_INSERT)
@@ -74,13 +68,7 @@ async fn postgres_migration_and_a_previous_binarys_entries_get_keys() {
     let schema = ledger::testing::postgres_schema(&url).await;
     let in_schema = ledger::testing::postgres_url_in(&url, &schema);
     let mut conn = sqlx::PgConnection::connect(&in_schema).await.unwrap();
-    let mut old = sqlx::migrate!("../migrations/postgres");
-    old.migrations = old
-        .migrations
-        .iter()
-        .filter(|m| m.version < 13)
-        .cloned()
-        .collect();
+    let old = ledger::testing::migrations_before(sqlx::migrate!("../migrations/postgres"), 13);
     old.run(&mut conn).await.unwrap();
     for (generation, position, project) in OLD_ROWS {
         sqlx::query(OLD_INSERT)
