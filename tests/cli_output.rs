@@ -366,6 +366,9 @@ async fn usage_history_prints_a_sparkline_per_resource() {
         .await;
     let mut last = String::new();
     for n in 1..=3 {
+        // A history has a point per instant (millisecond) with a change, at the usage after
+        // it: a change at the same instant as the next one has no point of its own.
+        next_millisecond().await;
         let held = api
             .reserve("acme", json!({"instances": n, "cores": 1}))
             .await;
@@ -374,6 +377,7 @@ async fn usage_history_prints_a_sparkline_per_resource() {
             .expect("id")
             .to_owned();
     }
+    next_millisecond().await;
     let released = api.release("acme", &last).await;
     // Read at the release's position: without it the server waits at most 1 s for the views
     // (README "Read-your-writes"), which a loaded machine has outrun.
@@ -432,4 +436,9 @@ async fn usage_history_prints_a_sparkline_per_resource() {
         page.contains(&format!("quota reservation acme {last}")),
         "{page}"
     );
+}
+
+/// Waits past the current millisecond, so that what follows is recorded at a later instant.
+async fn next_millisecond() {
+    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
 }

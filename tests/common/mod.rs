@@ -451,17 +451,25 @@ pub async fn execute_on_events(store: &StoreUrl, sql: &str) {
 /// reserve of one `instances` in `project` after it, and answers that reserve's position
 /// (which the views never reach).
 pub async fn stall_the_views(store: &StoreUrl, api: &Api, project: &str) -> u64 {
-    let (event_id, data) = if store.postgres.is_some() {
-        ("gen_random_uuid()", "'{}'::jsonb")
+    // SQLite numbers each stream (`streams`) and keys its events by that number.
+    let (new_stream, key_column, key, event_id, data) = if store.postgres.is_some() {
+        ("", "", "", "gen_random_uuid()", "'{}'::jsonb")
     } else {
-        ("randomblob(16)", "'{}'")
+        (
+            "INSERT INTO streams (stream) VALUES ('project-strange'); ",
+            "stream_key, ",
+            "(SELECT stream_key FROM streams WHERE stream = 'project-strange'), ",
+            "randomblob(16)",
+            "'{}'",
+        )
     };
     execute_on_events(
         store,
         &format!(
-            "INSERT INTO events (position, stream, version, event_id, event_type, schema_version, \
-             data, recorded_at_ms) SELECT COALESCE(MAX(position), 0) + 1, 'project-strange', 0, \
-             {event_id}, 'ReservationTeleported', 1, {data}, 1767225600000 FROM events"
+            "{new_stream}INSERT INTO events (position, stream, {key_column}version, event_id, \
+             event_type, schema_version, data, recorded_at_ms) \
+             SELECT COALESCE(MAX(position), 0) + 1, 'project-strange', {key}0, {event_id}, \
+             'ReservationTeleported', 1, {data}, 1767225600000 FROM events"
         ),
     )
     .await;

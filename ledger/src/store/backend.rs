@@ -8,7 +8,7 @@ use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::rows::Reader;
+use super::rows::{Reader, StreamReads};
 use super::{
     AppendResult, Database, EventStore, FeedEvent, Position, RecordedEvent, StoreError,
     StreamAppend,
@@ -20,6 +20,9 @@ pub trait Backend: Send + Sync + 'static {
 
     /// `"sqlite"` or `"postgres"`.
     const NAME: &'static str;
+
+    /// How this backend's events are found by stream.
+    const STREAM_READS: StreamReads;
 
     /// See [`EventStore::database`].
     fn database_of_events(&self) -> Database;
@@ -81,7 +84,7 @@ where
         max_count: usize,
     ) -> Result<Vec<RecordedEvent>, StoreError> {
         Reader(self.read_pool())
-            .stream(stream, from_version, max_count)
+            .stream(&B::STREAM_READS, stream, from_version, max_count)
             .await
     }
 
@@ -103,7 +106,7 @@ where
 
     async fn stream_names(&self, after: &str, max_count: usize) -> Result<Vec<String>, StoreError> {
         Reader(self.read_pool())
-            .stream_names(after, max_count)
+            .stream_names(&B::STREAM_READS, after, max_count)
             .await
     }
 

@@ -19,6 +19,9 @@ pub struct StoredAt {
     pub position: Position,
 }
 
+/// The version of a stream's first event; each later one is one more.
+pub const FIRST_VERSION: u64 = 0;
+
 /// A row to insert.
 #[derive(Debug)]
 pub struct Row<'a> {
@@ -189,7 +192,7 @@ impl<'a> Planner<'a, '_> {
                 actual,
             });
         }
-        let first_version = actual.map_or(0, |v| v + 1);
+        let first_version = actual.map_or(FIRST_VERSION, |v| v + 1);
         let mut appended_versions = Vec::with_capacity(append.events.len());
         let mut positions = Vec::with_capacity(append.events.len());
         for (version, event) in (first_version..).zip(&append.events) {

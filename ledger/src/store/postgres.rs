@@ -15,7 +15,7 @@ use sqlx::{PgPool, Row as _};
 use tokio::sync::watch;
 
 use super::backend::Backend;
-use super::rows::{to_i64, Reader, EVENT_COLUMNS, SAVE_SNAPSHOT};
+use super::rows::{self, to_i64, Reader, StreamReads, EVENT_COLUMNS, SAVE_SNAPSHOT};
 use super::{plan, AppendResult, FeedEvent, OpenMode, Position, StoreError, StreamAppend};
 
 /// The advisory lock key that serialises appends ("quota" in ASCII).
@@ -142,6 +142,7 @@ impl PostgresStore {
 impl Backend for PostgresStore {
     type Db = sqlx::Postgres;
     const NAME: &'static str = "postgres";
+    const STREAM_READS: StreamReads = rows::BY_STREAM_NAME;
 
     fn database_of_events(&self) -> super::Database {
         super::Database::Postgres(self.pool.clone())
@@ -405,9 +406,9 @@ impl<'a> Probes<'a> {
             }
             if !written.contains(stream) {
                 probes.free_streams.push(stream);
-                probes
-                    .free_versions
-                    .push(to_i64(assumed.map_or(0, |version| version + 1)));
+                probes.free_versions.push(to_i64(
+                    assumed.map_or(plan::FIRST_VERSION, |version| version + 1),
+                ));
             }
         }
         probes

@@ -35,11 +35,37 @@ macro_rules! recorded_columns {
 /// The index of the event id in [`recorded_columns!`]: after the feed's eleven columns.
 const EVENT_ID_COLUMN: usize = 11;
 
-const READ_STREAM: &str = concat!(
-    "SELECT ",
-    recorded_columns!(),
-    " FROM events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3"
-);
+/// The two reads that find events by stream, whose SQL differs between the backends: SQLite
+/// keys the events by a number per stream (its `streams` table, migration 0006), PostgreSQL by
+/// the stream's name.
+pub struct StreamReads {
+    /// A stream's events from `$2` in version order, at most `$3` of them.
+    read_stream: &'static str,
+    /// The names of streams with events after `$1`, in order, at most `$2` of them.
+    stream_names: &'static str,
+}
+
+/// Found by (stream name, version).
+pub(crate) const BY_STREAM_NAME: StreamReads = StreamReads {
+    read_stream: concat!(
+        "SELECT ",
+        recorded_columns!(),
+        " FROM events WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3"
+    ),
+    stream_names: "SELECT DISTINCT stream FROM events WHERE stream > $1 ORDER BY stream LIMIT $2",
+};
+
+/// Found by (stream number, version), the number by the name in `streams`.
+pub(crate) const BY_STREAM_KEY: StreamReads = StreamReads {
+    read_stream: concat!(
+        "SELECT ",
+        recorded_columns!(),
+        " FROM events WHERE stream_key = (SELECT stream_key FROM streams WHERE stream = $1) \
+         AND version >= $2 ORDER BY version LIMIT $3"
+    ),
+    stream_names: "SELECT stream FROM streams WHERE stream > $1 ORDER BY stream LIMIT $2",
+};
+
 const READ_ALL: &str = concat!(
     "SELECT ",
     recorded_columns!(),
@@ -50,8 +76,6 @@ pub(crate) const READ_FEED: &str = concat!(
     feed_columns!(),
     " FROM events WHERE position > $1 ORDER BY position LIMIT $2"
 );
-const STREAM_NAMES: &str =
-    "SELECT DISTINCT stream FROM events WHERE stream > $1 ORDER BY stream LIMIT $2";
 const READ_SNAPSHOT: &str =
     "SELECT version, CAST(format AS BIGINT), data FROM snapshots WHERE stream = $1";
 const HEAD: &str = "SELECT COALESCE(MAX(position), 0) FROM events";
@@ -79,11 +103,12 @@ where
     /// See [`super::EventStore::read_stream`].
     pub(crate) async fn stream(
         &self,
+        by: &StreamReads,
         stream: &str,
         from_version: u64,
         max_count: usize,
     ) -> Result<Vec<RecordedEvent>, StoreError> {
-        let rows = sqlx::query(READ_STREAM)
+        let rows = sqlx::query(by.read_stream)
             .bind(stream)
             .bind(to_i64(from_version))
             .bind(read_limit(max_count))
@@ -129,10 +154,11 @@ where
     /// See [`super::EventStore::stream_names`].
     pub(crate) async fn stream_names(
         &self,
+        by: &StreamReads,
         after: &str,
         max_count: usize,
     ) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query(STREAM_NAMES)
+        let rows = sqlx::query(by.stream_names)
             .bind(after)
             .bind(read_limit(max_count))
             .fetch_all(self.0)

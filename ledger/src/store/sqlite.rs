@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use super::backend::Backend;
 use super::page_cache;
+use super::rows::{self, StreamReads};
 use super::sqlite_feed::FeedThread;
 use super::sqlite_writer::WriterThread;
 use super::thread_names;
@@ -81,7 +82,7 @@ impl SqliteStore {
         let options = options
             .create_if_missing(mode == OpenMode::CreateIfMissing)
             // Takes effect only when the file is created. A group commit of the fleet workload
-            // dirties one leaf of the (stream, version) index per stream it touches, and the
+            // dirties one leaf of the (stream key, version) index per stream it touches, and the
             // WAL write and its fsync grow with the bytes: 1 KiB pages write a quarter of
             // what 4 KiB pages do (see docs/BENCHMARKS.md).
             .page_size(PAGE_SIZE_BYTES)
@@ -173,6 +174,7 @@ async fn spawn_wal_flusher(
 impl Backend for SqliteStore {
     type Db = sqlx::Sqlite;
     const NAME: &'static str = "sqlite";
+    const STREAM_READS: StreamReads = rows::BY_STREAM_KEY;
 
     async fn append_valid_batch(
         &self,

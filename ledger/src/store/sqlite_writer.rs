@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::known_file::KnownFile;
-use super::plan::{self, Plan, Row};
+use super::plan::{self, Plan, Row, FIRST_VERSION};
 use super::rows::{to_i64, to_u64, EVENT_COLUMNS, SAVE_SNAPSHOT};
 use super::sqlite_thread;
 use super::wal_batching;
@@ -108,14 +108,22 @@ struct Writer {
 
 const BEGIN: &str = "BEGIN IMMEDIATE";
 const HEAD: &str = "SELECT COALESCE(MAX(position), 0) FROM events";
-/// One index seek of (stream, version); NULL for a stream with no events.
-const STREAM_VERSION: &str = "SELECT MAX(version) FROM events WHERE stream = ?1";
+/// Two index seeks: the stream's number by its name, then (number, version); NULL for a
+/// stream with no events.
+const STREAM_VERSION: &str = "SELECT MAX(events.version) FROM streams \
+     JOIN events ON events.stream_key = streams.stream_key WHERE streams.stream = ?1";
 const STORED_AT: &str = "SELECT stream, version, position FROM events WHERE event_id = ?1";
+/// A stream's number, taken in the transaction of its first event (see migration 0006). A
+/// stream listed already makes this a unique violation: the append assumed the stream empty.
+const NEW_STREAM: &str = "INSERT INTO streams (stream) VALUES (?1)";
 
-/// One row in the order of [`EVENT_COLUMNS`]; built once, since the statement cache is looked
-/// up by the text.
+/// One row in the order of [`EVENT_COLUMNS`], then the stream's number, looked up by its name;
+/// built once, since the statement cache is looked up by the text.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
-    format!("INSERT INTO events ({EVENT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")
+    format!(
+        "INSERT INTO events ({EVENT_COLUMNS}, stream_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
+         ?8, ?9, ?10, ?11, ?12, (SELECT stream_key FROM streams WHERE stream = ?2))"
+    )
 });
 
 /// How the writer's connection is opened, the first time and after a failure.
@@ -300,6 +308,11 @@ impl Writer {
     fn insert(&self, rows: &[Row<'_>]) -> Result<(), rusqlite::Error> {
         let mut insert = self.conn.prepare_cached(&INSERT)?;
         for row in rows {
+            if row.version == FIRST_VERSION {
+                self.conn
+                    .prepare_cached(NEW_STREAM)?
+                    .execute([row.stream])?;
+            }
             let event = row.event;
             let meta = &event.metadata;
             insert.execute(params![
