@@ -4,8 +4,9 @@
 //! Both backends keep the same table (`events`: position, stream, version, event id, type,
 //! schema version, data, metadata, recorded time) with two unique keys, (stream, version) and
 //! event id (on SQLite the first is (stream number, version), a number per stream kept in its
-//! `streams` table, so the key's entries stay small on the file's 1 KiB pages), and share the batch planner in [`plan`]: a backend only reads the current stream
-//! versions, the already-stored event ids and the head position inside its write transaction,
+//! `streams` table, so the key's entries stay small on the file's 1 KiB pages), and share the
+//! batch planner in [`plan`]: a backend only reads the current stream versions, the
+//! already-stored event ids and the head position inside its write transaction,
 //! and inserts the rows the planner returns. The embedded store, usually the file's only
 //! writer, first tries without the read: it inserts the rows planned from what it last wrote,
 //! under a check in the same statement that the file is still that way
