@@ -5,12 +5,14 @@
 //! (`.ci/run` sets both) makes a missing server a failure.
 
 use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgPoolOptions;
-use sqlx::Connection;
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{Connection, SqliteConnection};
 
 use crate::store::{EventStore, PostgresStore, SqliteStore};
 
@@ -187,4 +189,43 @@ pub fn migrations_before(mut migrator: Migrator, version: i64) -> Migrator {
         .cloned()
         .collect();
     migrator
+}
+
+/// A new SQLite events file at `path` as a binary before migration `version` left it, and a
+/// connection to it, for the test to write what such a binary wrote.
+pub async fn sqlite_events_file_before(path: &Path, version: i64) -> SqliteConnection {
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true);
+    let mut conn = SqliteConnection::connect_with(&options)
+        .await
+        .expect("create the old file");
+    migrations_before(sqlx::migrate!("../migrations/sqlite"), version)
+        .run(&mut conn)
+        .await
+        .expect("migrate the old file");
+    conn
+}
+
+/// The SQL that stores, behind the ledger's back, an event at `position` (an SQL expression)
+/// that no build decodes: a `ReservationTeleported` of the stream `project-strange`. On
+/// `backend` (`EventStore::backend`: "sqlite" numbers each stream in `streams` and keys its
+/// events by that number).
+pub fn undecodable_event_sql(backend: &str, position: &str) -> String {
+    let (new_stream, key_column, key, event_id, data) = if backend == "sqlite" {
+        (
+            "INSERT INTO streams (stream) VALUES ('project-strange'); ",
+            "stream_key, ",
+            "(SELECT stream_key FROM streams WHERE stream = 'project-strange'), ",
+            "randomblob(16)",
+            "'{}'",
+        )
+    } else {
+        ("", "", "", "gen_random_uuid()", "'{}'::jsonb")
+    };
+    format!(
+        "{new_stream}INSERT INTO events (position, stream, {key_column}version, event_id, \
+         event_type, schema_version, data, recorded_at_ms) VALUES ({position}, 'project-strange', \
+         {key}0, {event_id}, 'ReservationTeleported', 1, {data}, 1767225600000)"
+    )
 }

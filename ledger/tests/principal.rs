@@ -12,8 +12,7 @@ use ledger::{
     testing, EventData, EventStore, ExpectedVersion, Ledger, LedgerConfig, ManualClock, Metadata,
     StreamAppend,
 };
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{Connection as _, SqliteConnection};
+use sqlx::Connection as _;
 use uuid::Uuid;
 
 fn meta(principal: Option<&str>) -> Metadata {
@@ -121,12 +120,7 @@ async fn old_then_new(store: Arc<dyn EventStore>) {
 async fn events_from_before_principals_read_as_unknown_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
-    let options = SqliteConnectOptions::new()
-        .filename(&path)
-        .create_if_missing(true);
-    let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
-    let old = testing::migrations_before(sqlx::migrate!("../migrations/sqlite"), 5);
-    old.run(&mut conn).await.unwrap();
+    let mut conn = testing::sqlite_events_file_before(&path, 5).await;
     let data = domain::encode(&Event::LimitsReset).data.to_string();
     sqlx::query(OLD_INSERT)
         .bind(Uuid::now_v7())

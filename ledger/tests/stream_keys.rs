@@ -6,8 +6,7 @@
 use chrono::{TimeZone, Utc};
 use domain::Event;
 use ledger::{testing, EventData, EventStore, ExpectedVersion, Metadata, StreamAppend};
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{Connection as _, SqliteConnection};
+use sqlx::Connection as _;
 use uuid::Uuid;
 
 const OLD_INSERT: &str = "INSERT INTO events (position, stream, version, event_id, event_type, \
@@ -56,12 +55,7 @@ async fn stream_of(store: &dyn EventStore, stream: &str) -> Vec<(u64, u64)> {
 async fn a_file_from_before_stream_numbers_reads_and_appends_as_before() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
-    let options = SqliteConnectOptions::new()
-        .filename(&path)
-        .create_if_missing(true);
-    let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
-    let old = testing::migrations_before(sqlx::migrate!("../migrations/sqlite"), 6);
-    old.run(&mut conn).await.unwrap();
+    let mut conn = testing::sqlite_events_file_before(&path, 6).await;
     let data = domain::encode(&Event::LimitsReset).data.to_string();
     for (position, (stream, version)) in (1_i64..).zip(OLD_EVENTS) {
         sqlx::query(OLD_INSERT)

@@ -235,25 +235,9 @@ async fn an_undecodable_event_holds_the_views_and_is_retried(store: Arc<dyn Even
         .unwrap();
     projections.wait_for(before.position, WAIT).await.unwrap();
     let bad = store.head().await.unwrap() + 1;
-    // SQLite numbers each stream (`streams`) and keys its events by that number.
-    let (new_stream, key_column, key, blob, data) = if store.backend() == "sqlite" {
-        (
-            "INSERT INTO streams (stream) VALUES ('project-strange'); ",
-            "stream_key, ",
-            "(SELECT stream_key FROM streams WHERE stream = 'project-strange'), ",
-            "randomblob(16)",
-            "'{}'",
-        )
-    } else {
-        ("", "", "", "gen_random_uuid()", "'{}'::jsonb")
-    };
     execute_on_events(
         &*store,
-        &format!(
-            "{new_stream}INSERT INTO events (position, stream, {key_column}version, event_id, \
-             event_type, schema_version, data, recorded_at_ms) VALUES ({bad}, 'project-strange', \
-             {key}0, {blob}, 'ReservationTeleported', 1, {data}, 1767225600000)"
-        ),
+        &ledger::testing::undecodable_event_sql(store.backend(), &bad.to_string()),
     )
     .await;
     let after = ledger

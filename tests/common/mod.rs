@@ -451,25 +451,16 @@ pub async fn execute_on_events(store: &StoreUrl, sql: &str) {
 /// reserve of one `instances` in `project` after it, and answers that reserve's position
 /// (which the views never reach).
 pub async fn stall_the_views(store: &StoreUrl, api: &Api, project: &str) -> u64 {
-    // SQLite numbers each stream (`streams`) and keys its events by that number.
-    let (new_stream, key_column, key, event_id, data) = if store.postgres.is_some() {
-        ("", "", "", "gen_random_uuid()", "'{}'::jsonb")
+    let backend = if store.postgres.is_some() {
+        "postgres"
     } else {
-        (
-            "INSERT INTO streams (stream) VALUES ('project-strange'); ",
-            "stream_key, ",
-            "(SELECT stream_key FROM streams WHERE stream = 'project-strange'), ",
-            "randomblob(16)",
-            "'{}'",
-        )
+        "sqlite"
     };
     execute_on_events(
         store,
-        &format!(
-            "{new_stream}INSERT INTO events (position, stream, {key_column}version, event_id, \
-             event_type, schema_version, data, recorded_at_ms) \
-             SELECT COALESCE(MAX(position), 0) + 1, 'project-strange', {key}0, {event_id}, \
-             'ReservationTeleported', 1, {data}, 1767225600000 FROM events"
+        &ledger::testing::undecodable_event_sql(
+            backend,
+            "(SELECT COALESCE(MAX(position), 0) + 1 FROM events)",
         ),
     )
     .await;
