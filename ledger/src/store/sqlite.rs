@@ -82,7 +82,7 @@ impl SqliteStore {
         let options = options
             .create_if_missing(mode == OpenMode::CreateIfMissing)
             // Takes effect only when the file is created. A group commit of the fleet workload
-            // dirties one leaf of the (stream key, version) index per stream it touches, and the
+            // dirties one leaf of the (stream number, version) index per stream it touches, and the
             // WAL write and its fsync grow with the bytes: 1 KiB pages write a quarter of
             // what 4 KiB pages do (see docs/BENCHMARKS.md).
             .page_size(PAGE_SIZE_BYTES)
