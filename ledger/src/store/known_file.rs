@@ -6,25 +6,18 @@
 //! Every version is a fact about the file at the known head. Events are only ever appended and
 //! each append moves the head on, so while the file is still at that head nobody else has
 //! written and every fact holds; once the file is seen at any other head, all are forgotten.
-//!
-//! It also keeps the streams' numbers (migration 0006), so that an insert need not look its
-//! stream's number up by name. A number is a fact about the file at every head: a stream is
-//! numbered in the transaction of its first event and its row is never changed or deleted.
-//! Only numbers of committed rows are kept, so a rolled-back transaction leaves none behind.
 
 use std::collections::HashMap;
 
 use super::plan::Row;
 use super::Position;
-use crate::limits::{MAX_KNOWN_STREAM_NUMBERS, MAX_KNOWN_STREAM_VERSIONS};
+use crate::limits::MAX_KNOWN_STREAM_VERSIONS;
 
 #[derive(Debug, Default)]
 pub(super) struct KnownFile {
     head: Option<Position>,
     /// Each stream's last version at `head`; `None`: it had no events.
     versions: HashMap<String, Option<u64>>,
-    /// Each stream's number, as committed (at any head).
-    numbers: HashMap<String, i64>,
 }
 
 impl KnownFile {
@@ -69,21 +62,6 @@ impl KnownFile {
             }
         }
         self.head = Some(last.position);
-    }
-
-    /// `stream`'s number, if known.
-    pub(super) fn number(&self, stream: &str) -> Option<i64> {
-        self.numbers.get(stream).copied()
-    }
-
-    /// The streams were numbered so in a transaction that has committed.
-    pub(super) fn numbered<'a>(&mut self, numbers: impl IntoIterator<Item = (&'a str, i64)>) {
-        for (stream, number) in numbers {
-            if self.numbers.len() >= MAX_KNOWN_STREAM_NUMBERS {
-                self.numbers.clear();
-            }
-            self.numbers.insert(stream.to_owned(), number);
-        }
     }
 }
 
@@ -159,27 +137,5 @@ mod tests {
         known.learn("one more", Some(0));
         assert_eq!(known.versions.len(), 1);
         assert_eq!(known.version("one more"), Some(Some(0)));
-    }
-
-    #[test]
-    fn numbers_hold_at_every_head_within_their_bound() {
-        let mut known = KnownFile::default();
-        known.seen_at(5);
-        known.numbered([("a", 1), ("b", 2)]);
-        known.seen_at(9);
-        assert_eq!((known.number("a"), known.number("b")), (Some(1), Some(2)));
-        assert_eq!(known.number("c"), None);
-
-        let names: Vec<String> = (2..MAX_KNOWN_STREAM_NUMBERS)
-            .map(|n| format!("s{n}"))
-            .collect();
-        known.numbered(names.iter().map(|name| (name.as_str(), 7)));
-        assert_eq!(known.numbers.len(), MAX_KNOWN_STREAM_NUMBERS);
-        known.numbered([("one more", 3)]);
-        assert_eq!(known.numbers.len(), 1);
-        assert_eq!(
-            (known.number("one more"), known.number("a")),
-            (Some(3), None)
-        );
     }
 }

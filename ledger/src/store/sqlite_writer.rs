@@ -116,15 +116,13 @@ const STORED_AT: &str = "SELECT stream, version, position FROM events WHERE even
 /// A stream's number, taken in the transaction of its first event (see migration 0006). A
 /// stream listed already makes this a unique violation: the append assumed the stream empty.
 const NEW_STREAM: &str = "INSERT INTO streams (stream) VALUES (?1)";
-/// The number of a stream numbered already (by this writer, or by another process's).
-const STREAM_NUMBER: &str = "SELECT stream_key FROM streams WHERE stream = ?1";
 
-/// One row in the order of [`EVENT_COLUMNS`], then the stream's number; built once, since the
-/// statement cache is looked up by the text.
+/// One row in the order of [`EVENT_COLUMNS`], then the stream's number, looked up by its name;
+/// built once, since the statement cache is looked up by the text.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO events ({EVENT_COLUMNS}, stream_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
-         ?8, ?9, ?10, ?11, ?12, ?13)"
+         ?8, ?9, ?10, ?11, ?12, (SELECT stream_key FROM streams WHERE stream = ?2))"
     )
 });
 
@@ -213,16 +211,15 @@ impl Writer {
             self.execute("ROLLBACK")?;
             return Ok(false);
         }
-        let numbered = match self.insert(rows) {
-            Ok(numbered) => numbered,
+        match self.insert(rows) {
+            Ok(()) => {}
             Err(error) if is_unique_violation(&error) => {
                 self.execute("ROLLBACK")?;
                 return Ok(false);
             }
             Err(error) => return Err(unavailable(error)),
-        };
+        }
         self.execute("COMMIT")?;
-        self.known.numbered(numbered);
         Ok(true)
     }
 
@@ -302,31 +299,20 @@ impl Writer {
                 })
                 .map_err(unavailable)?;
         }
-        let numbered = self.insert(&rows).map_err(unavailable)?;
+        self.insert(&rows).map_err(unavailable)?;
         self.execute("COMMIT")?;
-        self.known.numbered(numbered);
         self.known.wrote(&rows);
         Ok((results, new_head))
     }
 
-    /// Inserts `rows` in the open transaction, and answers the numbers of their streams that the
-    /// writer did not know: [`KnownFile::numbered`] once the transaction has committed.
-    fn insert<'a>(&self, rows: &[Row<'a>]) -> Result<Vec<(&'a str, i64)>, rusqlite::Error> {
+    fn insert(&self, rows: &[Row<'_>]) -> Result<(), rusqlite::Error> {
         let mut insert = self.conn.prepare_cached(&INSERT)?;
-        let mut numbered: Vec<(&str, i64)> = Vec::new();
         for row in rows {
-            let known = self.known.number(row.stream).or_else(|| {
-                let earlier_row = numbered.iter().find(|(stream, _)| *stream == row.stream);
-                earlier_row.map(|(_, number)| *number)
-            });
-            let number = match known {
-                Some(number) => number,
-                None => {
-                    let number = self.stream_number(row)?;
-                    numbered.push((row.stream, number));
-                    number
-                }
-            };
+            if row.version == FIRST_VERSION {
+                self.conn
+                    .prepare_cached(NEW_STREAM)?
+                    .execute([row.stream])?;
+            }
             let event = row.event;
             let meta = &event.metadata;
             insert.execute(params![
@@ -342,24 +328,9 @@ impl Writer {
                 meta.correlation_id,
                 event.recorded_at.timestamp_millis(),
                 meta.principal,
-                number,
             ])?;
         }
-        Ok(numbered)
-    }
-
-    /// The number of `row`'s stream, which the writer does not know: a new one for its first
-    /// event, else the one stored.
-    fn stream_number(&self, row: &Row<'_>) -> Result<i64, rusqlite::Error> {
-        if row.version == FIRST_VERSION {
-            self.conn
-                .prepare_cached(NEW_STREAM)?
-                .execute([row.stream])?;
-            return Ok(self.conn.last_insert_rowid());
-        }
-        self.conn
-            .prepare_cached(STREAM_NUMBER)?
-            .query_row([row.stream], |number| number.get(0))
+        Ok(())
     }
 
     /// Takes the write lock, and with it makes room in the WAL for what this transaction writes.
