@@ -36,9 +36,9 @@ pub struct BenchReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_us_per_boot: Option<f64>,
     /// In-process on Linux: `cpu_us_per_boot` split by the part of the system each thread
-    /// serves (`ledger_writer`, `ledger_feed`, `ledger_wal_flush`, `views`, `runtime`: the
-    /// async workers, where decisions are made and the bench's clients run), with `other`
-    /// the rest of the process's CPU.
+    /// serves (`ledger_feed`, `ledger_wal_flush`, `views`, `runtime`: the async workers, where
+    /// decisions are made, the embedded store's appends run and the bench's clients run), with
+    /// `other` the rest of the process's CPU.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_us_per_boot_by_part: Option<BTreeMap<&'static str, f64>>,
     /// In-process: the ledger's group commits during the run, their mean size in decisions

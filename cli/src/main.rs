@@ -52,11 +52,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// The async runtime, with a worker thread for each core but one (at least one). The rest of
-/// the process's work runs on threads of its own, the embedded store's writer (every commit
-/// goes through it) and the views', and with PostgreSQL the server shares the machine too: a
+/// The async runtime, with a worker thread for each core but one (at least one). The views'
+/// work runs on threads of their own, and with PostgreSQL the server shares the machine too: a
 /// worker on every core would only contend with them for it (docs/BENCHMARKS.md has the
-/// measurement). `TOKIO_WORKER_THREADS`, where set, decides instead.
+/// measurement, taken when the embedded store's writer had a thread of its own too; its
+/// commits now run on the appending task's worker). `TOKIO_WORKER_THREADS`, where set, decides instead.
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let workers = match std::env::var_os(WORKER_THREADS_VAR) {

@@ -1,4 +1,4 @@
-//! The embedded store's writer thread: what happens to a batch once it is handed over.
+//! The embedded store's writer: what happens to a batch once its append is polled.
 
 use std::time::Duration;
 
@@ -19,9 +19,10 @@ fn event(n: u64) -> EventData {
     }
 }
 
-/// A caller that stops waiting (a dropped request, a timeout) does not stop its batch: it was
-/// handed to the writer whole, so it is written whole, and the writer goes on with the next
-/// batch on top of it. Nothing half-written is left behind and no later append is refused.
+/// A caller that stops waiting (a dropped request, a timeout) does not stop its batch once its
+/// append has been polled: the transaction runs start to end inside that first poll, so it is
+/// written whole, and the writer goes on with the next batch on top of it. Nothing
+/// half-written is left behind and no later append is refused.
 #[tokio::test]
 async fn a_batch_whose_caller_stops_waiting_is_written_whole_and_the_writer_goes_on() {
     let (_dir, store) = testing::sqlite_store().await;
@@ -30,8 +31,8 @@ async fn a_batch_whose_caller_stops_waiting_is_written_whole_and_the_writer_goes
         ExpectedVersion::NoStream,
         vec![event(0), event(1), event(2)],
     )];
-    // The first poll hands the batch over; the zero timeout then drops the future, unless the
-    // writer was quicker still. Either way the batch is the writer's now.
+    // The timeout polls the append once (which writes it) before it finds its zero deadline
+    // passed and drops the future.
     let _ = tokio::time::timeout(Duration::ZERO, store.append(abandoned)).await;
 
     let next = vec![StreamAppend::new(

@@ -304,8 +304,7 @@ pub trait EventStore: Send + Sync + 'static {
     /// result: one stream's conflict does not fail the others, except the other appends of its
     /// linked chain ([`StreamAppend::linked`]), which fail with it. An append whose events are all
     /// stored already (by event id) succeeds without writing, whatever its expectation.
-    /// Returns only once the transaction is on disk. The batch is taken, not borrowed: the
-    /// embedded store writes it from a thread of its own.
+    /// Returns only once the transaction is on disk.
     async fn append(&self, batch: Vec<StreamAppend>) -> Result<Vec<AppendResult>, StoreError>;
 
     /// Events of one stream from `from_version` on, at most `max_count`.

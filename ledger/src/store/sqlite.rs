@@ -1,7 +1,7 @@
 //! The embedded store: one SQLite file in WAL mode with `synchronous=FULL`, so a commit returns
 //! only once the WAL is fsynced. SQLite has one writer at a time; appends run on one dedicated
-//! connection inside `BEGIN IMMEDIATE`, on a thread of its own (see [`super::sqlite_writer`]),
-//! reads on their own pool. (The views live in a file of
+//! connection inside `BEGIN IMMEDIATE`, on the appending task's thread (see
+//! [`super::sqlite_writer`]), reads on their own pool. (The views live in a file of
 //! their own, with their own writer: see the projections crate.)
 //!
 //! A *WAL flush* here is what SQLite calls a checkpoint: copying the pages the WAL holds back
@@ -19,7 +19,7 @@ use super::backend::Backend;
 use super::page_cache;
 use super::rows::{self, StreamReads};
 use super::sqlite_feed::FeedThread;
-use super::sqlite_writer::WriterThread;
+use super::sqlite_writer::SqliteWriter;
 use super::thread_names;
 use super::{
     files, AppendResult, EventStore, FeedEvent, OpenMode, Position, StoreError, StreamAppend,
@@ -27,8 +27,8 @@ use super::{
 use crate::limits::{PAGE_SIZE_BYTES, SQLITE_BUSY_TIMEOUT, WAL_FLUSH_INTERVAL};
 
 pub struct SqliteStore {
-    /// The one writer: a thread owning the connection every append goes through.
-    writer: WriterThread,
+    /// The one writer: the connection every append goes through.
+    writer: SqliteWriter,
     /// For [`EventStore::database`]: tools and tests that open the file themselves. Connects
     /// only when used.
     admin: SqlitePool,
@@ -97,12 +97,11 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Migration(e.to_string()))?;
         let _ = setup.close().await;
-        let writer = WriterThread::start(
+        let writer = SqliteWriter::open(
             options.get_filename(),
             asks_read_only(url),
             SQLITE_BUSY_TIMEOUT,
-        )
-        .await?;
+        )?;
         // Each connection's thread is named for what it does (`thread_names`).
         let read = SqlitePoolOptions::new()
             .max_connections(4)
@@ -180,7 +179,7 @@ impl Backend for SqliteStore {
         &self,
         batch: Vec<StreamAppend>,
     ) -> Result<Vec<AppendResult>, StoreError> {
-        let (results, head) = self.writer.append(batch).await?;
+        let (results, head) = self.writer.append(&batch)?;
         if let Some(position) = head {
             super::advance_position(&self.head, position);
         }

@@ -1,7 +1,6 @@
-//! What the embedded store's connection threads (the writer, the feed's reader) share: a queue
-//! of requests served one at a time on a connection that is opened when needed and dropped
-//! after a failure, so a connection left in doubt (a transaction not rolled back, a lock held)
-//! is never reused.
+//! A connection thread of the embedded store (the feed's reader): a queue of requests served
+//! one at a time on a connection that is opened when needed and dropped after a failure, so a
+//! connection left in doubt (a transaction not rolled back, a lock held) is never reused.
 
 use std::sync::mpsc;
 

@@ -1,30 +1,37 @@
-//! The embedded store's one writer: a thread of its own that owns the SQLite connection all
-//! appends go through, and runs each batch's transaction there, start to end.
+//! The embedded store's one writer: the SQLite connection all appends go through, each batch's
+//! transaction run on it start to end, on the thread of the task that appends.
 //!
-//! Why a thread rather than a pooled async connection: sqlx runs every SQLite connection on a
-//! worker thread and hands each statement to it and each result back, waking a thread both
-//! ways, and a group commit took two or three such round trips. Here a batch crosses to the
-//! writer once and its results come back once; between the two, every statement (prepared
-//! once per connection and cached) runs on the thread that owns the connection, so the reads
-//! an append needs cost an index seek each, not a hand-off.
+//! Why on the appending task's own thread: a hand-off to a thread of the connection's own
+//! (which this was, and sqlx's SQLite connections are) wakes that thread for each batch and
+//! the runtime's worker for each answer. On this VM each of those wakes costs the waker tens
+//! of microseconds and the woken thread its wake-up latency, on a cycle of about half a
+//! millisecond whose parts are otherwise serial; running the batch where it is asked for
+//! measured 1.40× the boots a second on a hot project and 1.27× on a fleet (docs/BENCHMARKS.md,
+//! 2026-12-07 afternoon). Every statement is prepared once per connection and cached.
+//!
+//! What it costs: the appending task's worker thread is blocked for the transaction, its CPU
+//! and one fsync (a few tenths of a millisecond here), and, when another process holds the
+//! file's write lock, for up to the busy timeout. The ledger appends from one task (its group
+//! commit), so at most one worker waits at a time and the others serve reads meanwhile. No
+//! lock on the file is ever held across an `.await` in this process: a transaction begins and
+//! ends inside one call.
 //!
 //! A transaction is never left open: an append that fails drops its connection (closing it
-//! rolls back what it had not committed), and the next append opens a fresh one. A batch sent
-//! here is written even if its caller stops waiting; an answer nobody waits for is dropped.
+//! rolls back what it had not committed), and the next append opens a fresh one. A batch is
+//! written within one poll of its caller, so a caller that stops waiting has either not begun
+//! it or has it written.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, LazyLock};
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
-use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::known_file::KnownFile;
 use super::plan::{self, Plan, Row, FIRST_VERSION};
 use super::rows::{to_i64, to_u64, EVENT_COLUMNS, SAVE_SNAPSHOT};
-use super::sqlite_thread;
 use super::wal_batching;
 use super::wal_room::WalRoom;
 use super::{AppendResult, Position, StoreError, StreamAppend};
@@ -34,63 +41,54 @@ use crate::limits::WAL_BOUND_BYTES;
 /// process's appends included), for the store's head watch.
 pub(super) type Written = (Vec<AppendResult>, Option<Position>);
 
-type Request = sqlite_thread::Request<Vec<StreamAppend>, Written>;
-
-const STOPPED: &str = "the writer thread stopped";
-
-/// The handle of the writer thread; the thread ends, closing its connection, once this is
-/// dropped and the batches sent before have been written. Its queue has no bound of its own:
-/// each caller waits for its batch, and the ledger has one caller (its group commit), so the
-/// queue holds at most one batch per appending task.
-pub(super) struct WriterThread {
-    requests: mpsc::Sender<Request>,
+/// The store's writer: its connection (none after a failure, until the next append opens one)
+/// and how to open it. The lock is held only inside [`SqliteWriter::append`], never across an
+/// `.await`, so appends from several tasks take turns.
+pub(super) struct SqliteWriter {
+    state: Mutex<WriterState>,
 }
 
-impl WriterThread {
-    /// Opens the writer's connection to the file at `path` (which must exist, migrated) on a
-    /// new thread, and answers once it is open. A `read_only` writer refuses every append.
-    pub(super) async fn start(
+struct WriterState {
+    current: Option<Writer>,
+    opener: Opener,
+}
+
+impl SqliteWriter {
+    /// Opens the writer's connection to the file at `path` (which must exist, migrated). A
+    /// `read_only` writer refuses every append.
+    pub(super) fn open(
         path: &Path,
         read_only: bool,
         busy_timeout: Duration,
     ) -> Result<Self, StoreError> {
-        let (requests, queue) = mpsc::channel::<Request>();
-        let (opened, is_open) = oneshot::channel();
         let opener = Opener {
             path: path.to_owned(),
             read_only,
             busy_timeout,
         };
-        std::thread::Builder::new()
-            .name(super::thread_names::WRITER.into())
-            .spawn(move || {
-                let writer = match opener.open() {
-                    Ok(writer) => {
-                        let _ = opened.send(Ok(()));
-                        writer
-                    }
-                    Err(error) => {
-                        let _ = opened.send(Err(error));
-                        return;
-                    }
-                };
-                sqlite_thread::serve(
-                    Some(writer),
-                    || opener.open(),
-                    queue,
-                    |writer, batch| writer.append(&batch),
-                );
-            })
-            .map_err(|e| StoreError::Unavailable(format!("cannot start the writer: {e}")))?;
-        is_open
-            .await
-            .map_err(|_| StoreError::Unavailable(STOPPED.into()))??;
-        Ok(WriterThread { requests })
+        let current = Some(opener.open()?);
+        Ok(SqliteWriter {
+            state: Mutex::new(WriterState { current, opener }),
+        })
     }
 
-    /// Writes `batch` (checked by `plan::check_batch`) in one transaction on the writer thread.
-    pub(super) async fn append(&self, batch: Vec<StreamAppend>) -> Result<Written, StoreError> {
-        sqlite_thread::ask(&self.requests, batch, STOPPED).await
+    /// Writes `batch` (checked by `plan::check_batch`) in one transaction, on this thread.
+    pub(super) fn append(&self, batch: &[StreamAppend]) -> Result<Written, StoreError> {
+        // A panic inside an append drops the connection it took out (closing it rolls back),
+        // so what a poisoned lock guards is still sound: no connection, opened afresh next.
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut writer = match state.current.take() {
+            Some(writer) => writer,
+            None => state.opener.open()?,
+        };
+        let written = writer.append(batch);
+        if written.is_ok() {
+            state.current = Some(writer);
+        }
+        written
     }
 }
 

@@ -5,8 +5,6 @@
 /// The bytes of a thread's name the kernel keeps (`TASK_COMM_LEN`, 16, less the NUL).
 pub const VISIBLE_BYTES: usize = 15;
 
-/// The thread that owns the one connection every append goes through.
-pub const WRITER: &str = "quota-sqlite-writer";
 /// The thread that reads pages of the feed for the views and the sweeper.
 pub const FEED: &str = "quota-sqlite-feed";
 /// The connection that flushes the WAL into the database file.
@@ -27,10 +25,10 @@ mod tests {
 
     #[test]
     fn the_names_differ_in_what_the_kernel_keeps() {
-        let all = [WRITER, FEED, WAL_FLUSH, READER, ADMIN];
+        let all = [FEED, WAL_FLUSH, READER, ADMIN];
         let visible: std::collections::HashSet<&str> = all.iter().map(|n| as_visible(n)).collect();
         assert_eq!(visible.len(), all.len());
-        assert_eq!(as_visible(WRITER), "quota-sqlite-wr");
+        assert_eq!(as_visible(FEED), "quota-sqlite-fe");
         assert_eq!(as_visible("short"), "short");
     }
 }
