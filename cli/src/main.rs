@@ -54,9 +54,9 @@ fn main() -> ExitCode {
 
 /// The async runtime, with a worker thread for each core but one (at least one). The views'
 /// work runs on threads of their own, and with PostgreSQL the server shares the machine too: a
-/// worker on every core would only contend with them for it (docs/BENCHMARKS.md has the
-/// measurement, taken when the embedded store's writer had a thread of its own too; its
-/// commits now run on the appending task's worker). `TOKIO_WORKER_THREADS`, where set, decides instead.
+/// worker on every core would only contend with them for it. The embedded store's commits run
+/// on the appending task's worker, and a second worker measured slower over HTTP all the same
+/// (docs/BENCHMARKS.md, 2026-12-07, 11:40). `TOKIO_WORKER_THREADS`, where set, decides instead.
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let workers = match std::env::var_os(WORKER_THREADS_VAR) {

@@ -3,18 +3,19 @@
 //!
 //! Why on the appending task's own thread: a hand-off to a thread of the connection's own
 //! (which this was, and sqlx's SQLite connections are) wakes that thread for each batch and
-//! the runtime's worker for each answer. On this VM each of those wakes costs the waker tens
-//! of microseconds and the woken thread its wake-up latency, on a cycle of about half a
-//! millisecond whose parts are otherwise serial; running the batch where it is asked for
-//! measured 1.40× the boots a second on a hot project and 1.27× on a fleet (docs/BENCHMARKS.md,
-//! 2026-12-07 afternoon). Every statement is prepared once per connection and cached.
+//! the runtime's worker for each answer. Each wake costs the waker a system call and the woken
+//! thread its wake-up latency (a vCPU that had gone idle, on this VM), on a cycle whose other
+//! parts (deciding, the writer's CPU, the device's write and flush) are serial anyway
+//! (docs/BENCHMARKS.md, 2026-12-07, 11:40). Every statement is prepared once per connection
+//! and cached.
 //!
 //! What it costs: the appending task's worker thread is blocked for the transaction, its CPU
 //! and one fsync (a few tenths of a millisecond here), and, when another process holds the
 //! file's write lock, for up to the busy timeout. The ledger appends from one task (its group
-//! commit), so at most one worker waits at a time and the others serve reads meanwhile. No
-//! lock on the file is ever held across an `.await` in this process: a transaction begins and
-//! ends inside one call.
+//! commit), so at most one worker waits at a time; other workers, where there are any, serve
+//! requests meanwhile, and with one worker requests wait for the commit. No lock on the file
+//! is ever held across an `.await` in this process: a transaction begins and ends inside one
+//! call.
 //!
 //! A transaction is never left open: an append that fails drops its connection (closing it
 //! rolls back what it had not committed), and the next append opens a fresh one. A batch is
