@@ -1,6 +1,7 @@
-//! A connection thread of the embedded store (the feed's reader): a queue of requests served
-//! one at a time on a connection that is opened when needed and dropped after a failure, so a
-//! connection left in doubt (a transaction not rolled back, a lock held) is never reused.
+//! How the embedded store's own connections are kept: opened when needed and dropped after a
+//! failure, so a connection left in doubt (a transaction not rolled back, a lock held) is never
+//! reused (`run_reopening`, which the writer uses too); and the feed reader's thread, a queue
+//! of requests served one at a time that way.
 
 use std::sync::mpsc;
 
@@ -31,7 +32,7 @@ pub(super) async fn ask<W, T>(
 }
 
 /// The thread's loop: each request in the order sent, on `current` or a connection `open`ed
-/// for it. A connection whose work failed is dropped; the next request opens a fresh one.
+/// for it (see [`run_reopening`]).
 pub(super) fn serve<C, W, T>(
     mut current: Option<C>,
     open: impl Fn() -> Result<C, StoreError>,
@@ -39,20 +40,26 @@ pub(super) fn serve<C, W, T>(
     mut run: impl FnMut(&mut C, W) -> Result<T, StoreError>,
 ) {
     for Request { work, reply } in queue {
-        let mut conn = match current.take() {
-            Some(conn) => conn,
-            None => match open() {
-                Ok(conn) => conn,
-                Err(error) => {
-                    let _ = reply.send(Err(error));
-                    continue;
-                }
-            },
-        };
-        let done = run(&mut conn, work);
-        if done.is_ok() {
-            current = Some(conn);
-        }
+        let done = run_reopening(&mut current, &open, |conn| run(conn, work));
         let _ = reply.send(done);
     }
+}
+
+/// Runs `work` on `current`, or on a connection `open`ed for it when there is none. A
+/// connection whose work failed is dropped (closing it rolls back what it left open), so the
+/// next work opens a fresh one; one whose work succeeded is kept in `current`.
+pub(super) fn run_reopening<C, T>(
+    current: &mut Option<C>,
+    open: impl FnOnce() -> Result<C, StoreError>,
+    work: impl FnOnce(&mut C) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let mut conn = match current.take() {
+        Some(conn) => conn,
+        None => open()?,
+    };
+    let done = work(&mut conn);
+    if done.is_ok() {
+        *current = Some(conn);
+    }
+    done
 }

@@ -33,6 +33,7 @@ use uuid::Uuid;
 use super::known_file::KnownFile;
 use super::plan::{self, Plan, Row, FIRST_VERSION};
 use super::rows::{to_i64, to_u64, EVENT_COLUMNS, SAVE_SNAPSHOT};
+use super::sqlite_thread;
 use super::wal_batching;
 use super::wal_room::WalRoom;
 use super::{AppendResult, Position, StoreError, StreamAppend};
@@ -81,15 +82,8 @@ impl SqliteWriter {
             .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut writer = match state.current.take() {
-            Some(writer) => writer,
-            None => state.opener.open()?,
-        };
-        let written = writer.append(batch);
-        if written.is_ok() {
-            state.current = Some(writer);
-        }
-        written
+        let WriterState { current, opener } = &mut *state;
+        sqlite_thread::run_reopening(current, || opener.open(), |writer| writer.append(batch))
     }
 }
 
