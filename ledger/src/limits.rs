@@ -55,6 +55,10 @@ pub const WAL_ROOM_BYTES: u64 = 1 << 20;
 /// each, so at most a few MiB); past it, it forgets them all and reads them again as needed.
 pub const MAX_KNOWN_STREAM_VERSIONS: usize = 100_000;
 
+/// Most stream numbers the embedded store's writer remembers (about 60 bytes each); past it, it
+/// forgets them all and looks them up again as needed.
+pub const MAX_KNOWN_STREAM_KEYS: usize = 100_000;
+
 /// How long a SQLite statement waits for a lock another connection holds (the WAL flusher,
 /// another process) before the store answers unavailable.
 pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);

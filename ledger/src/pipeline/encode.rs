@@ -7,9 +7,14 @@ use crate::store::{EventData, Metadata};
 use crate::limits::MAX_METADATA_CHARS;
 
 fn bounded(value: &Option<String>) -> Option<String> {
-    value
-        .as_ref()
-        .map(|s| s.chars().take(MAX_METADATA_CHARS).collect())
+    value.as_ref().map(|s| {
+        // A char is at least one byte, so a string no longer in bytes is within the bound.
+        if s.len() <= MAX_METADATA_CHARS {
+            s.clone()
+        } else {
+            s.chars().take(MAX_METADATA_CHARS).collect()
+        }
+    })
 }
 
 pub(super) fn event_data(event: &Event, meta: &Metadata, now: Timestamp) -> EventData {

@@ -6,12 +6,17 @@
 //! Every version is a fact about the file at the known head. Events are only ever appended and
 //! each append moves the head on, so while the file is still at that head nobody else has
 //! written and every fact holds; once the file is seen at any other head, all are forgotten.
+//!
+//! A stream's number (its key in `streams`, migration 0006) is a fact at every head: it is
+//! taken in the transaction of the stream's first event, and no row of `streams` is ever
+//! updated or deleted. So [`StreamKeys`] holds what it learned for as long as the connection
+//! lives, whoever else writes; it learns a key only from a transaction that committed.
 
 use std::collections::HashMap;
 
 use super::plan::Row;
 use super::Position;
-use crate::limits::MAX_KNOWN_STREAM_VERSIONS;
+use crate::limits::{MAX_KNOWN_STREAM_KEYS, MAX_KNOWN_STREAM_VERSIONS};
 
 #[derive(Debug, Default)]
 pub(super) struct KnownFile {
@@ -62,6 +67,30 @@ impl KnownFile {
             }
         }
         self.head = Some(last.position);
+    }
+}
+
+/// The numbers of the streams the writer inserted events of, by name, so an insert binds its
+/// stream's number instead of looking it up in `streams` (an index seek on the name per row).
+#[derive(Debug, Default)]
+pub(super) struct StreamKeys {
+    keys: HashMap<String, i64>,
+}
+
+impl StreamKeys {
+    pub(super) fn get(&self, stream: &str) -> Option<i64> {
+        self.keys.get(stream).copied()
+    }
+
+    /// The keys a transaction used, learned once it has committed (a rolled-back one may have
+    /// taken keys that no longer exist).
+    pub(super) fn committed(&mut self, used: impl IntoIterator<Item = (String, i64)>) {
+        for (stream, key) in used {
+            if self.keys.len() >= MAX_KNOWN_STREAM_KEYS {
+                self.keys.clear();
+            }
+            self.keys.insert(stream, key);
+        }
     }
 }
 
@@ -137,5 +166,16 @@ mod tests {
         known.learn("one more", Some(0));
         assert_eq!(known.versions.len(), 1);
         assert_eq!(known.version("one more"), Some(Some(0)));
+    }
+
+    #[test]
+    fn stream_keys_forget_everything_rather_than_grow_past_their_bound() {
+        let mut keys = StreamKeys::default();
+        keys.committed((0..MAX_KNOWN_STREAM_KEYS as i64).map(|n| (format!("s{n}"), n)));
+        assert_eq!(keys.keys.len(), MAX_KNOWN_STREAM_KEYS);
+        assert_eq!(keys.get("s7"), Some(7));
+        keys.committed([("one more".to_owned(), -1)]);
+        assert_eq!((keys.keys.len(), keys.get("s7")), (1, None));
+        assert_eq!(keys.get("one more"), Some(-1));
     }
 }

@@ -30,7 +30,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use uuid::Uuid;
 
-use super::known_file::KnownFile;
+use super::known_file::{KnownFile, StreamKeys};
 use super::plan::{self, Plan, Row, FIRST_VERSION};
 use super::rows::{to_i64, to_u64, EVENT_COLUMNS, SAVE_SNAPSHOT};
 use super::sqlite_thread;
@@ -97,6 +97,8 @@ struct Writer {
     /// (see [`plan::speculate`]) and the versions it knows. Another process writing to the file
     /// makes the guess wrong, which costs that append the full read.
     known: KnownFile,
+    /// The numbers of the streams it inserted events of.
+    stream_keys: StreamKeys,
 }
 
 const BEGIN: &str = "BEGIN IMMEDIATE";
@@ -109,13 +111,14 @@ const STORED_AT: &str = "SELECT stream, version, position FROM events WHERE even
 /// A stream's number, taken in the transaction of its first event (see migration 0006). A
 /// stream listed already makes this a unique violation: the append assumed the stream empty.
 const NEW_STREAM: &str = "INSERT INTO streams (stream) VALUES (?1)";
+const STREAM_KEY: &str = "SELECT stream_key FROM streams WHERE stream = ?1";
 
-/// One row in the order of [`EVENT_COLUMNS`], then the stream's number, looked up by its name;
-/// built once, since the statement cache is looked up by the text.
+/// One row in the order of [`EVENT_COLUMNS`], then the stream's number; built once, since the
+/// statement cache is looked up by the text.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO events ({EVENT_COLUMNS}, stream_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
-         ?8, ?9, ?10, ?11, ?12, (SELECT stream_key FROM streams WHERE stream = ?2))"
+         ?8, ?9, ?10, ?11, ?12, ?13)"
     )
 });
 
@@ -169,6 +172,7 @@ impl Opener {
             conn,
             wal_room: WalRoom::beside(path),
             known: KnownFile::default(),
+            stream_keys: StreamKeys::default(),
         })
     }
 }
@@ -204,15 +208,16 @@ impl Writer {
             self.execute("ROLLBACK")?;
             return Ok(false);
         }
-        match self.insert(rows) {
-            Ok(()) => {}
+        let used_keys = match self.insert(rows) {
+            Ok(used_keys) => used_keys,
             Err(error) if is_unique_violation(&error) => {
                 self.execute("ROLLBACK")?;
                 return Ok(false);
             }
             Err(error) => return Err(unavailable(error)),
-        }
+        };
         self.execute("COMMIT")?;
+        self.stream_keys.committed(used_keys);
         Ok(true)
     }
 
@@ -292,20 +297,20 @@ impl Writer {
                 })
                 .map_err(unavailable)?;
         }
-        self.insert(&rows).map_err(unavailable)?;
+        let used_keys = self.insert(&rows).map_err(unavailable)?;
         self.execute("COMMIT")?;
+        self.stream_keys.committed(used_keys);
         self.known.wrote(&rows);
         Ok((results, new_head))
     }
 
-    fn insert(&self, rows: &[Row<'_>]) -> Result<(), rusqlite::Error> {
+    /// Inserts `rows`; returns the stream numbers it took or looked up that were not known,
+    /// to be learned once the transaction commits.
+    fn insert(&self, rows: &[Row<'_>]) -> Result<HashMap<String, i64>, rusqlite::Error> {
         let mut insert = self.conn.prepare_cached(&INSERT)?;
+        let mut used_keys = HashMap::new();
         for row in rows {
-            if row.version == FIRST_VERSION {
-                self.conn
-                    .prepare_cached(NEW_STREAM)?
-                    .execute([row.stream])?;
-            }
+            let stream_key = self.stream_key(row, &mut used_keys)?;
             let event = row.event;
             let meta = &event.metadata;
             insert.execute(params![
@@ -321,9 +326,38 @@ impl Writer {
                 meta.correlation_id,
                 event.recorded_at.timestamp_millis(),
                 meta.principal,
+                stream_key,
             ])?;
         }
-        Ok(())
+        Ok(used_keys)
+    }
+
+    /// `row`'s stream number: taken for its first event, else known, else looked up.
+    fn stream_key(
+        &self,
+        row: &Row<'_>,
+        used_keys: &mut HashMap<String, i64>,
+    ) -> Result<i64, rusqlite::Error> {
+        if row.version == FIRST_VERSION {
+            self.conn
+                .prepare_cached(NEW_STREAM)?
+                .execute([row.stream])?;
+            let taken = self.conn.last_insert_rowid();
+            used_keys.insert(row.stream.to_owned(), taken);
+            return Ok(taken);
+        }
+        if let Some(known) = self.stream_keys.get(row.stream) {
+            return Ok(known);
+        }
+        if let Some(used) = used_keys.get(row.stream) {
+            return Ok(*used);
+        }
+        let read: i64 = self
+            .conn
+            .prepare_cached(STREAM_KEY)?
+            .query_row([row.stream], |found| found.get(0))?;
+        used_keys.insert(row.stream.to_owned(), read);
+        Ok(read)
     }
 
     /// Takes the write lock, and with it makes room in the WAL for what this transaction writes.
