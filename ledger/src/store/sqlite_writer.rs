@@ -111,6 +111,7 @@ const STORED_AT: &str = "SELECT stream, version, position FROM events WHERE even
 /// A stream's number, taken in the transaction of its first event (see migration 0006). A
 /// stream listed already makes this a unique violation: the append assumed the stream empty.
 const NEW_STREAM: &str = "INSERT INTO streams (stream) VALUES (?1)";
+/// The number of a stream whose first event is stored, by its name (one index seek).
 const STREAM_KEY: &str = "SELECT stream_key FROM streams WHERE stream = ?1";
 
 /// One row in the order of [`EVENT_COLUMNS`], then the stream's number; built once, since the
