@@ -13,6 +13,13 @@ use serde_json::{json, Value};
 const ADMIN: &str = "admin-token-0123456789";
 const ACME: &str = "acme-token-0123456789ab";
 
+/// A point is an instant, and an instant a millisecond: changes within one share a point (the
+/// state after the last of them). Each change below waits for the next millisecond first, so
+/// that each has a point of its own to be checked by.
+async fn next_millisecond() {
+    tokio::time::sleep(Duration::from_millis(2)).await;
+}
+
 fn id_of(answer: &Value) -> String {
     answer["reservation_id"].as_str().expect("id").to_owned()
 }
@@ -24,12 +31,14 @@ async fn history_over_http(store: StoreUrl) {
     let api = server.client_with_token(ADMIN);
     api.set_defaults(json!({"instances": 10, "cores": 20}))
         .await;
+    next_millisecond().await;
     let committed = api
         .reserve("acme", json!({"instances": 2, "cores": 4}))
         .await;
-    api.commit("acme", &id_of(committed.assert_status(201)))
-        .await
-        .assert_status(200);
+    let committed_id = id_of(committed.assert_status(201));
+    next_millisecond().await;
+    api.commit("acme", &committed_id).await.assert_status(200);
+    next_millisecond().await;
     // A hold that lapses after a second, with no event recording it before the reads below.
     let lapsing = api
         .post(
@@ -38,6 +47,7 @@ async fn history_over_http(store: StoreUrl) {
         )
         .await;
     lapsing.assert_status(201);
+    next_millisecond().await;
     api.put(
         "/v1/projects/acme/limits",
         json!({"limits": {"instances": 6}}),
