@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{cli, json_of, quota, sqlite_store, Server};
+use common::{cli, json_of, next_millisecond, quota, sqlite_store, Server};
 use serde_json::{json, Value};
 
 /// The command's stdout, after checking that it succeeded.
@@ -436,9 +436,4 @@ async fn usage_history_prints_a_sparkline_per_resource() {
         page.contains(&format!("quota reservation acme {last}")),
         "{page}"
     );
-}
-
-/// Waits past the current millisecond, so that what follows is recorded at a later instant.
-async fn next_millisecond() {
-    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
 }

@@ -7,18 +7,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{postgres_store, sqlite_store, tokens_file, Server, StoreUrl};
+use common::{next_millisecond, postgres_store, sqlite_store, tokens_file, Server, StoreUrl};
 use serde_json::{json, Value};
 
 const ADMIN: &str = "admin-token-0123456789";
 const ACME: &str = "acme-token-0123456789ab";
-
-/// A point is an instant, and an instant a millisecond: changes within one share a point (the
-/// state after the last of them). Each change below waits for the next millisecond first, so
-/// that each has a point of its own to be checked by.
-async fn next_millisecond() {
-    tokio::time::sleep(Duration::from_millis(2)).await;
-}
 
 fn id_of(answer: &Value) -> String {
     answer["reservation_id"].as_str().expect("id").to_owned()
@@ -31,6 +24,7 @@ async fn history_over_http(store: StoreUrl) {
     let api = server.client_with_token(ADMIN);
     api.set_defaults(json!({"instances": 10, "cores": 20}))
         .await;
+    // Each change waits for the next millisecond, so that each has a point of its own.
     next_millisecond().await;
     let committed = api
         .reserve("acme", json!({"instances": 2, "cores": 4}))

@@ -472,6 +472,12 @@ pub async fn stall_the_views(store: &StoreUrl, api: &Api, project: &str) -> u64 
         .expect("position")
 }
 
+/// Waits past the current millisecond, so that what follows is recorded at a later instant (a
+/// usage history's point is a millisecond: changes within one share it).
+pub async fn next_millisecond() {
+    tokio::time::sleep(Duration::from_millis(2)).await;
+}
+
 /// Waits (up to 30 s) until every view has applied the whole log, as `/v1/admin/projections`
 /// reports it; fails the test if they stop following it.
 pub async fn views_caught_up(api: &Api) {
