@@ -2,7 +2,9 @@
 //! the audit view alone: every entry carries the usage its event left behind (`usage_after`),
 //! and the limits entries the effective limits they set.
 //!
-//! Each point is the usage as `usage?at=` replays it at that instant:
+//! Without a step, a change that another follows within its millisecond has a point of its
+//! own, with the usage its entry reported and the limit as of that entry. Every other point is
+//! the usage as `usage?at=` replays it at the end of that instant:
 //! - in_use and reserved: the last entry at or before the instant that reports the resource
 //!   (denials report what they were judged on, which is the same, so they are skipped), less
 //!   the holds that were held then and passed their expiry between that entry and the instant
@@ -97,16 +99,20 @@ impl Inner {
             overrides: reader.overrides(&mut tx, &query.resource, until_ms).await?,
             defaults: reader.defaults(&mut tx, &query.resource, until_ms).await?,
         };
-        let instants = match query.step_ms {
-            Some(step_ms) => step_instants(since_ms, until_ms, step_ms)
-                .ok_or(ProjectionError::TooManyPoints(MAX_HISTORY_POINTS))?,
+        let Changes { instants, within } = match query.step_ms {
+            Some(step_ms) => Changes {
+                instants: step_instants(since_ms, until_ms, step_ms)
+                    .ok_or(ProjectionError::TooManyPoints(MAX_HISTORY_POINTS))?,
+                within: Vec::new(),
+            },
             None => {
                 reader
-                    .change_instants(&mut tx, &limits, since_ms, until_ms)
+                    .changes(&mut tx, &query.resource, &limits, since_ms, until_ms)
                     .await?
             }
         };
-        let mut points = Vec::with_capacity(instants.len());
+        let mut points: Vec<(Moment, HistoryPoint)> =
+            Vec::with_capacity(instants.len() + within.len());
         let mut last: Option<Reported> = None;
         for &at_ms in instants.iter().rev() {
             // The last report at or before a later instant serves an earlier one it precedes.
@@ -122,22 +128,56 @@ impl Inner {
                     (report.in_use, report.reserved.saturating_sub(lapsed).max(0))
                 }
             };
-            points.push(HistoryPoint {
-                at: chrono::DateTime::from_timestamp_millis(at_ms).unwrap_or_default(),
-                in_use,
-                reserved,
-                limit: limits.at(at_ms),
-            });
+            let moment = (at_ms, END_OF_MS);
+            points.push((moment, point(moment, in_use, reserved, &limits)));
         }
         tx.rollback().await?;
-        points.reverse();
+        points.extend(within.iter().map(|change| {
+            let moment = (change.at_ms, change.position);
+            (
+                moment,
+                point(moment, change.in_use, change.reserved, &limits),
+            )
+        }));
+        points.sort_by_key(|(moment, _)| *moment);
         Ok(History {
             project: project.clone(),
             resource: query.resource.clone(),
-            points,
+            points: points.into_iter().map(|(_, point)| point).collect(),
             position: head.position,
         })
     }
+}
+
+/// A place in the audit: a millisecond and, within it, an entry's global position.
+type Moment = (i64, i64);
+
+/// After every entry of its millisecond: the state `usage?at=` answers for it.
+const END_OF_MS: i64 = i64::MAX;
+
+fn point(moment: Moment, in_use: i64, reserved: i64, limits: &LimitTimeline) -> HistoryPoint {
+    HistoryPoint {
+        at: chrono::DateTime::from_timestamp_millis(moment.0).unwrap_or_default(),
+        in_use,
+        reserved,
+        limit: limits.at(moment),
+    }
+}
+
+/// The points to give without a step: one at the end of each instant, and one for each change
+/// that another change follows within its millisecond.
+struct Changes {
+    instants: Vec<i64>,
+    within: Vec<ReportedAt>,
+}
+
+/// The usage one entry reported for the resource, and where it is.
+#[derive(Clone, Copy)]
+struct ReportedAt {
+    at_ms: i64,
+    position: i64,
+    in_use: i64,
+    reserved: i64,
 }
 
 /// The usage an entry reported for the resource, and when.
@@ -149,28 +189,36 @@ struct Reported {
 
 /// The effective limit of one resource over time.
 struct LimitTimeline {
-    /// `(at_ms, override)`: the project's override of the resource from then on (`None`: reset).
-    overrides: Vec<(i64, Option<i64>)>,
-    /// `(at_ms, default)`: the resource's default from then on.
-    defaults: Vec<(i64, i64)>,
+    /// `(moment, override)`: the project's override of the resource from then on (`None`:
+    /// reset), in order.
+    overrides: Vec<(Moment, Option<i64>)>,
+    /// `(moment, default)`: the resource's default from then on, in order.
+    defaults: Vec<(Moment, i64)>,
 }
 
 impl LimitTimeline {
-    fn at(&self, at_ms: i64) -> Limit {
-        let last_before = |times: &[i64]| times.partition_point(|t| *t <= at_ms).checked_sub(1);
-        let override_times: Vec<i64> = self.overrides.iter().map(|(t, _)| *t).collect();
-        let default_times: Vec<i64> = self.defaults.iter().map(|(t, _)| *t).collect();
-        let overridden = last_before(&override_times).and_then(|i| self.overrides[i].1);
-        let default = last_before(&default_times).map(|i| self.defaults[i].1);
+    fn at(&self, moment: Moment) -> Limit {
+        let overridden = self.overrides[..self.overrides.partition_point(|(m, _)| *m <= moment)]
+            .last()
+            .and_then(|(_, l)| *l);
+        let default = self.defaults[..self.defaults.partition_point(|(m, _)| *m <= moment)]
+            .last()
+            .map(|(_, l)| *l);
         overridden
             .or(default)
             .and_then(|l| Limit::new(l).ok())
             .unwrap_or(Limit::UNLIMITED)
     }
 
-    fn instants(&self) -> impl Iterator<Item = i64> + '_ {
-        let overrides = self.overrides.iter().map(|(t, _)| *t);
-        overrides.chain(self.defaults.iter().map(|(t, _)| *t))
+    fn moments(&self) -> impl Iterator<Item = Moment> + '_ {
+        let overrides = self.overrides.iter().map(|(m, _)| *m);
+        overrides.chain(self.defaults.iter().map(|(m, _)| *m))
+    }
+
+    /// Whether the limit moves after `moment` within its millisecond.
+    fn moves_later_in_ms(&self, moment: Moment) -> bool {
+        self.moments()
+            .any(|(at_ms, position)| at_ms == moment.0 && position > moment.1)
     }
 }
 
@@ -226,19 +274,20 @@ impl Reader<'_> {
         tx: &mut Tx,
         resource: &ResourceName,
         until_ms: i64,
-    ) -> Result<Vec<(i64, Option<i64>)>, ProjectionError> {
+    ) -> Result<Vec<(Moment, Option<i64>)>, ProjectionError> {
         let rows = self
             .limits_entries(tx, self.project, "LimitsSet", "LimitsReset", until_ms)
             .await?;
         Ok(rows
             .into_iter()
-            .filter_map(|(at_ms, event_type, before, after)| {
+            .filter_map(|(at_ms, position, event_type, before, after)| {
                 let after = after.as_deref().and_then(parse_limits).unwrap_or_default();
                 let before = before.as_deref().and_then(parse_limits).unwrap_or_default();
+                let moment = (at_ms, position);
                 match event_type.as_str() {
-                    "LimitsSet" => after.get(resource).map(|l| (at_ms, Some(*l))),
+                    "LimitsSet" => after.get(resource).map(|l| (moment, Some(*l))),
                     _ => (before.contains_key(resource) || after.contains_key(resource))
-                        .then_some((at_ms, None)),
+                        .then_some((moment, None)),
                 }
             })
             .collect())
@@ -250,7 +299,7 @@ impl Reader<'_> {
         tx: &mut Tx,
         resource: &ResourceName,
         until_ms: i64,
-    ) -> Result<Vec<(i64, i64)>, ProjectionError> {
+    ) -> Result<Vec<(Moment, i64)>, ProjectionError> {
         let rows = self
             .limits_entries(
                 tx,
@@ -262,9 +311,9 @@ impl Reader<'_> {
             .await?;
         Ok(rows
             .into_iter()
-            .filter_map(|(at_ms, _, _, after)| {
+            .filter_map(|(at_ms, position, _, _, after)| {
                 let after = after.as_deref().and_then(parse_limits)?;
-                after.get(resource).map(|l| (at_ms, *l))
+                after.get(resource).map(|l| ((at_ms, position), *l))
             })
             .collect())
     }
@@ -280,7 +329,7 @@ impl Reader<'_> {
         // SQLite keeps no statistics: left alone it walks the project's entries by time (the
         // whole history) rather than its few limits entries by type.
         let sql = format!(
-            "SELECT at_ms, event_type, before_values, after_values FROM audit_entries{} \
+            "SELECT at_ms, position, event_type, before_values, after_values FROM audit_entries{} \
              WHERE generation = $1 AND {} AND event_type IN ($3, $4) AND at_ms <= $5 \
              ORDER BY at_ms, position",
             sqlite_index(tx, "audit_by_type"),
@@ -297,52 +346,96 @@ impl Reader<'_> {
     }
 
     /// `since`, every instant in `(since, until]` at which the resource's usage or limit moved,
-    /// and `until`; or, when they are more than [`MAX_HISTORY_POINTS`], the range cut by the
-    /// smallest step that fits.
-    async fn change_instants(
+    /// and `until`, with a point for each change another follows within its millisecond; or,
+    /// when they are more than [`MAX_HISTORY_POINTS`], the range cut by the smallest step that
+    /// fits.
+    async fn changes(
         &self,
         tx: &mut Tx,
+        resource: &ResourceName,
         limits: &LimitTimeline,
         since_ms: i64,
         until_ms: i64,
-    ) -> Result<Vec<i64>, ProjectionError> {
+    ) -> Result<Changes, ProjectionError> {
         let fitting = || {
             step_instants(since_ms, until_ms, fitting_step_ms(since_ms, until_ms))
+                .map(|instants| Changes {
+                    instants,
+                    within: Vec::new(),
+                })
                 .ok_or(ProjectionError::TooManyPoints(MAX_HISTORY_POINTS))
         };
         let bound = i64::try_from(MAX_HISTORY_POINTS).unwrap_or(i64::MAX);
-        let reported: Vec<i64> = {
-            let sql = format!(
-                "SELECT DISTINCT at_ms FROM audit_entries WHERE generation = $1 AND {} \
-                 AND at_ms > $3 AND at_ms <= $4 AND event_type <> 'ReservationDenied' AND {} \
-                 ORDER BY at_ms LIMIT $6",
-                project_is("", "$1", "$2"),
-                contains(tx, "usage_after", "$5")
-            );
-            on_tx!(tx, |c, DB| sqlx::query_scalar(&sql)
-                .bind(self.generation)
-                .bind(self.project)
-                .bind(since_ms)
-                .bind(until_ms)
-                .bind(&self.needle)
-                .bind(bound)
-                .fetch_all(&mut *c)
-                .await?)
-        };
+        let reported = self
+            .reports(tx, resource, since_ms, until_ms, bound)
+            .await?;
         if reported.len() >= MAX_HISTORY_POINTS {
             return fitting();
         }
         let lapses = self.lapse_instants(tx, since_ms, until_ms, bound).await?;
         let mut instants = vec![since_ms, until_ms];
-        instants.extend(reported);
+        instants.extend(reported.iter().map(|r| r.at_ms).filter(|t| *t > since_ms));
         instants.extend(lapses);
-        instants.extend(limits.instants().filter(|t| *t > since_ms));
+        instants.extend(limits.moments().map(|(t, _)| t).filter(|t| *t > since_ms));
         instants.sort_unstable();
         instants.dedup();
-        if instants.len() > MAX_HISTORY_POINTS {
+        // The last change of a millisecond shows in the instant's point.
+        let followed = |i: usize, r: &ReportedAt| {
+            reported
+                .get(i + 1)
+                .is_some_and(|next| next.at_ms == r.at_ms)
+                || limits.moves_later_in_ms((r.at_ms, r.position))
+        };
+        let within: Vec<ReportedAt> = reported
+            .iter()
+            .enumerate()
+            .filter(|(i, r)| followed(*i, r))
+            .map(|(_, r)| *r)
+            .collect();
+        if instants.len() + within.len() > MAX_HISTORY_POINTS {
             return fitting();
         }
-        Ok(instants)
+        Ok(Changes { instants, within })
+    }
+
+    /// The entries in `[since, until]` that report the resource's usage, in order, at most
+    /// `bound` of them.
+    async fn reports(
+        &self,
+        tx: &mut Tx,
+        resource: &ResourceName,
+        since_ms: i64,
+        until_ms: i64,
+        bound: i64,
+    ) -> Result<Vec<ReportedAt>, ProjectionError> {
+        let sql = format!(
+            "SELECT at_ms, position, usage_after FROM audit_entries WHERE generation = $1 \
+             AND {} AND at_ms >= $3 AND at_ms <= $4 AND event_type <> 'ReservationDenied' \
+             AND {} ORDER BY at_ms, position LIMIT $6",
+            project_is("", "$1", "$2"),
+            contains(tx, "usage_after", "$5")
+        );
+        let rows: Vec<(i64, i64, String)> = on_tx!(tx, |c, DB| sqlx::query_as(&sql)
+            .bind(self.generation)
+            .bind(self.project)
+            .bind(since_ms)
+            .bind(until_ms)
+            .bind(&self.needle)
+            .bind(bound)
+            .fetch_all(&mut *c)
+            .await?);
+        Ok(rows
+            .into_iter()
+            .filter_map(|(at_ms, position, usage_after)| {
+                let usage = *parse_usage_after(&usage_after).get(resource)?;
+                Some(ReportedAt {
+                    at_ms,
+                    position,
+                    in_use: usage.in_use,
+                    reserved: usage.reserved,
+                })
+            })
+            .collect())
     }
 
     /// The expiries in `(since, until]` of holds of the resource that were still held when
@@ -444,4 +537,4 @@ impl Reader<'_> {
     }
 }
 
-type LimitsRows = Vec<(i64, String, Option<String>, Option<String>)>;
+type LimitsRows = Vec<(i64, i64, String, Option<String>, Option<String>)>;

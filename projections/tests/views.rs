@@ -27,6 +27,7 @@ use projections::{AuditQuery, ProjectionError, Projections};
 use audit::audit_pages_and_filters;
 use history::{
     history_is_bounded_and_sees_unrecorded_expiries, history_points_equal_point_in_time_usage,
+    history_shows_each_change_within_one_millisecond,
 };
 use repair::{
     a_corrupted_row_is_reported_by_verify_and_repaired_by_rebuild,
@@ -54,6 +55,7 @@ on_every_backend!(
     a_waiting_reader_does_not_wait_for_events_to_gather,
     history_points_equal_point_in_time_usage,
     history_is_bounded_and_sees_unrecorded_expiries,
+    history_shows_each_change_within_one_millisecond,
 );
 
 /// Two nodes on one PostgreSQL database: two ledgers append concurrently (so commits

@@ -62,19 +62,28 @@ pub(crate) async fn history_points_equal_point_in_time_usage(store: Arc<dyn Even
             let points = history(&projections, project, every_change).await;
             assert!(points.len() > 2, "{project} {resource}: {points:?}");
             assert_eq!(points.last().unwrap().at, until);
+            // The last point of each instant: earlier ones show changes within its millisecond.
+            let instants: Vec<&HistoryPoint> = points
+                .iter()
+                .enumerate()
+                .filter(|(i, p)| points.get(i + 1).is_none_or(|next| next.at != p.at))
+                .map(|(_, p)| p)
+                .collect();
             for pair in points.windows(2) {
-                assert!(pair[0].at < pair[1].at, "{pair:?}");
-                // Nothing moved between two points: just before the later one, the usage is
+                assert!(pair[0].at <= pair[1].at, "{pair:?}");
+            }
+            for pair in instants.windows(2) {
+                // Nothing moved between two instants: just before the later one, the usage is
                 // still the earlier one's.
                 let just_before = pair[1].at - TimeDelta::milliseconds(1);
                 let then = replayed(&projections, project, &resource, just_before).await;
                 assert_eq!(
                     then,
-                    numbers(&pair[0]),
+                    numbers(pair[0]),
                     "{project} {resource} before {pair:?}"
                 );
             }
-            for point in &points {
+            for point in &instants {
                 let then = replayed(&projections, project, &resource, point.at).await;
                 assert_eq!(then, numbers(point), "{project} {resource} at {}", point.at);
             }
@@ -156,4 +165,49 @@ pub(crate) async fn history_is_bounded_and_sees_unrecorded_expiries(store: Arc<d
         let then = replayed(&projections, &project, &r("instances"), point.at).await;
         assert_eq!(then, numbers(point), "at {}", point.at);
     }
+}
+
+/// Without a step, every change has a point of its own, even when several fall in one
+/// millisecond (SPEC: "one point per change"): a reserve, its commit and a second reserve on
+/// one clock reading give three points at that instant, in the order of the events, and the
+/// last of them is what `usage_at` answers for it.
+pub(crate) async fn history_shows_each_change_within_one_millisecond(store: Arc<dyn EventStore>) {
+    let (ledger, clock, projections) = setup(store.clone()).await;
+    let project = domain::ProjectId::parse("same-instant").unwrap();
+    let meta = super::support::meta("alice");
+    let at = clock.now();
+    let first = ledger
+        .reserve(&project, None, deltas(&[("instances", 1)]), 60, &meta)
+        .await
+        .unwrap();
+    ledger
+        .commit(&project, first.reservation_id, &meta)
+        .await
+        .unwrap();
+    ledger
+        .reserve(&project, None, deltas(&[("instances", 2)]), 60, &meta)
+        .await
+        .unwrap();
+    clock.advance(TimeDelta::seconds(1));
+    let head = store.head().await.unwrap();
+    projections.wait_for(head, WAIT).await.unwrap();
+    let until = clock.now();
+    let query = HistoryQuery {
+        resource: r("instances"),
+        since: None,
+        until,
+        step_ms: None,
+    };
+    let points = history(&projections, &project, query).await;
+    let seen: Vec<(Timestamp, i64, i64)> = points
+        .iter()
+        .map(|p| (p.at, p.in_use, p.reserved))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![(at, 0, 1), (at, 1, 0), (at, 1, 2), (until, 1, 2)],
+        "{points:?}"
+    );
+    let then = replayed(&projections, &project, &r("instances"), at).await;
+    assert_eq!(then, numbers(&points[2]));
 }
