@@ -168,23 +168,33 @@ fn point(moment: Moment, in_use: i64, reserved: i64, limits: &LimitTimeline) -> 
 /// that another change follows within its millisecond.
 struct Changes {
     instants: Vec<i64>,
-    within: Vec<ReportedAt>,
+    within: Vec<Reported>,
 }
 
 /// The usage one entry reported for the resource, and where it is.
 #[derive(Clone, Copy)]
-struct ReportedAt {
+struct Reported {
     at_ms: i64,
     position: i64,
     in_use: i64,
     reserved: i64,
 }
 
-/// The usage an entry reported for the resource, and when.
-struct Reported {
-    at_ms: i64,
-    in_use: i64,
-    reserved: i64,
+impl Reported {
+    /// From an entry's `(at_ms, position, usage_after)`; `None` if it does not report the
+    /// resource.
+    fn from_row(
+        (at_ms, position, usage_after): (i64, i64, String),
+        resource: &ResourceName,
+    ) -> Option<Self> {
+        let usage = *parse_usage_after(&usage_after).get(resource)?;
+        Some(Reported {
+            at_ms,
+            position,
+            in_use: usage.in_use,
+            reserved: usage.reserved,
+        })
+    }
 }
 
 /// The effective limit of one resource over time.
@@ -217,8 +227,11 @@ impl LimitTimeline {
 
     /// Whether the limit moves after `moment` within its millisecond.
     fn moves_later_in_ms(&self, moment: Moment) -> bool {
-        self.moments()
-            .any(|(at_ms, position)| at_ms == moment.0 && position > moment.1)
+        fn next_is_in_ms<T>(timeline: &[(Moment, T)], moment: Moment) -> bool {
+            let next = timeline.partition_point(|(m, _)| *m <= moment);
+            timeline.get(next).is_some_and(|(m, _)| m.0 == moment.0)
+        }
+        next_is_in_ms(&self.overrides, moment) || next_is_in_ms(&self.defaults, moment)
     }
 }
 
@@ -380,13 +393,13 @@ impl Reader<'_> {
         instants.sort_unstable();
         instants.dedup();
         // The last change of a millisecond shows in the instant's point.
-        let followed = |i: usize, r: &ReportedAt| {
+        let followed = |i: usize, r: &Reported| {
             reported
                 .get(i + 1)
                 .is_some_and(|next| next.at_ms == r.at_ms)
                 || limits.moves_later_in_ms((r.at_ms, r.position))
         };
-        let within: Vec<ReportedAt> = reported
+        let within: Vec<Reported> = reported
             .iter()
             .enumerate()
             .filter(|(i, r)| followed(*i, r))
@@ -407,7 +420,7 @@ impl Reader<'_> {
         since_ms: i64,
         until_ms: i64,
         bound: i64,
-    ) -> Result<Vec<ReportedAt>, ProjectionError> {
+    ) -> Result<Vec<Reported>, ProjectionError> {
         let sql = format!(
             "SELECT at_ms, position, usage_after FROM audit_entries WHERE generation = $1 \
              AND {} AND at_ms >= $3 AND at_ms <= $4 AND event_type <> 'ReservationDenied' \
@@ -426,15 +439,7 @@ impl Reader<'_> {
             .await?);
         Ok(rows
             .into_iter()
-            .filter_map(|(at_ms, position, usage_after)| {
-                let usage = *parse_usage_after(&usage_after).get(resource)?;
-                Some(ReportedAt {
-                    at_ms,
-                    position,
-                    in_use: usage.in_use,
-                    reserved: usage.reserved,
-                })
-            })
+            .filter_map(|row| Reported::from_row(row, resource))
             .collect())
     }
 
@@ -478,27 +483,20 @@ impl Reader<'_> {
         at_ms: i64,
     ) -> Result<Option<Reported>, ProjectionError> {
         let sql = format!(
-            "SELECT at_ms, usage_after FROM audit_entries WHERE generation = $1 AND {} \
+            "SELECT at_ms, position, usage_after FROM audit_entries WHERE generation = $1 AND {} \
              AND at_ms <= $3 AND event_type <> 'ReservationDenied' AND {} \
              ORDER BY at_ms DESC, position DESC LIMIT 1",
             project_is("", "$1", "$2"),
             contains(tx, "usage_after", "$4")
         );
-        let row: Option<(i64, String)> = on_tx!(tx, |c, DB| sqlx::query_as(&sql)
+        let row: Option<(i64, i64, String)> = on_tx!(tx, |c, DB| sqlx::query_as(&sql)
             .bind(self.generation)
             .bind(self.project)
             .bind(at_ms)
             .bind(&self.needle)
             .fetch_optional(&mut *c)
             .await?);
-        Ok(row.and_then(|(at_ms, usage_after)| {
-            let usage = *parse_usage_after(&usage_after).get(resource)?;
-            Some(Reported {
-                at_ms,
-                in_use: usage.in_use,
-                reserved: usage.reserved,
-            })
-        }))
+        Ok(row.and_then(|row| Reported::from_row(row, resource)))
     }
 
     /// The resource held by holds that were held at `reported_ms` and expired by `at_ms`.
