@@ -149,12 +149,28 @@ pub struct Guard {
     pub table: Arc<RouteTable>,
 }
 
-/// Middleware on every route: authenticates the token and checks the route's [`Access`].
-/// Runs before any body or parameter is parsed, so a caller without access learns nothing else.
-pub async fn authorize(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
+/// Middleware on every route, before any body or parameter is parsed: authenticates the token
+/// and checks the route's [`Access`] ([`authorize`]), then refuses a query string the route
+/// does not read ([`crate::extract::refuse_unread_query`]), so a caller without access learns
+/// nothing else, not even whether its query would have been read. One layer for both: each
+/// layer costs every request a clone of the route's service.
+pub async fn guard_routes(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let request = match authorize(&guard, request).await {
+        Ok(request) => request,
+        Err(refused) => return refused.into_response(),
+    };
+    if let Err(refused) = crate::extract::refuse_unread_query(&guard.table, &request) {
+        return refused.into_response();
+    }
+    next.run(request).await
+}
+
+/// Authenticates the token and checks the route's [`Access`]; the request goes on with its
+/// [`Caller`] in its extensions.
+async fn authorize(guard: &Guard, mut request: Request) -> Result<Request, ApiError> {
     let Some(store) = guard.tokens.as_deref() else {
         request.extensions_mut().insert(Caller::Open);
-        return next.run(request).await;
+        return Ok(request);
     };
     let route = request
         .extensions()
@@ -173,14 +189,14 @@ pub async fn authorize(State(guard): State<Guard>, mut request: Request, next: N
     let rule = guard.table.rule(request.method(), &route);
     let access = Access::of(rule, project.as_deref());
     if access == Access::Public {
-        return next.run(request).await;
+        return Ok(request);
     }
     let tokens = store.current();
     let Some(caller) = bearer_token(&request).and_then(|t| tokens.authenticate(t)) else {
-        return ApiError::Unauthorized.into_response();
+        return Err(ApiError::Unauthorized);
     };
     let Caller::Token { role, .. } = &caller else {
-        return ApiError::Unauthorized.into_response();
+        return Err(ApiError::Unauthorized);
     };
     if !role.allows(&access) {
         let detail = match &access {
@@ -193,10 +209,10 @@ pub async fn authorize(State(guard): State<Guard>, mut request: Request, next: N
             }
             Access::Public | Access::Authenticated => String::new(),
         };
-        return ApiError::Forbidden(detail).into_response();
+        return Err(ApiError::Forbidden(detail));
     }
     request.extensions_mut().insert(caller);
-    next.run(request).await
+    Ok(request)
 }
 
 #[cfg(test)]

@@ -3,16 +3,11 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{
-    FromRequest, FromRequestParts, MatchedPath, Query, RawPathParams, Request, State,
-};
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Query, RawPathParams, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use domain::{Actor, ClientRequestId, ProjectId, ReservationId, UserId};
 use ledger::Metadata;
 use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
@@ -210,35 +205,31 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJ
     }
 }
 
-/// Middleware on every route: a query string on a route that reads none (see
-/// [`Query`](crate::routes::table::Query)) is a 400, so a new route cannot silently ignore
-/// parameters a client believes it sent.
-pub async fn refuse_unread_query(
-    State(table): State<Arc<RouteTable>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// On every route, after the authorization (see [`crate::auth::guard_routes`]): a query string
+/// on a route that reads none (see [`Query`](crate::routes::table::Query)) is a 400, so a new
+/// route cannot silently ignore parameters a client believes it sent.
+pub fn refuse_unread_query(table: &RouteTable, request: &Request) -> Result<(), ApiError> {
     let query = request.uri().query().unwrap_or_default();
-    if !query.is_empty() {
-        let route = request
-            .extensions()
-            .get::<MatchedPath>()
-            .map(MatchedPath::as_str)
-            .unwrap_or_default();
-        if !table.reads_query(request.method(), route) {
-            let names: Vec<String> = query
-                .split('&')
-                .filter(|pair| !pair.is_empty())
-                .map(|pair| truncate(pair.split('=').next().unwrap_or_default()))
-                .take(4)
-                .collect();
-            return ApiError::InvalidRequest(format!(
-                "unknown query parameter(s) {names:?}: this route takes no query parameters"
-            ))
-            .into_response();
-        }
+    if query.is_empty() {
+        return Ok(());
     }
-    next.run(request).await
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str)
+        .unwrap_or_default();
+    if table.reads_query(request.method(), route) {
+        return Ok(());
+    }
+    let names: Vec<String> = query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| truncate(pair.split('=').next().unwrap_or_default()))
+        .take(4)
+        .collect();
+    Err(ApiError::InvalidRequest(format!(
+        "unknown query parameter(s) {names:?}: this route takes no query parameters"
+    )))
 }
 
 async fn path_param(parts: &mut Parts, name: &str) -> Result<String, ApiError> {
@@ -320,7 +311,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
 pub struct RequestContext {
     pub caller: Caller,
     /// The HTTP request id: the client's `x-request-id` if well formed, else the server's own
-    /// (see `server::assign_request_id`).
+    /// (see `observe::observe_requests`).
     pub request_id: Option<String>,
 }
 
@@ -356,7 +347,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestContext {
             .unwrap_or(Caller::Open);
         let request_id = parts
             .extensions
-            .get::<crate::server::HttpRequestId>()
+            .get::<crate::observe::HttpRequestId>()
             .map(|id| id.as_str().to_owned());
         Ok(RequestContext { caller, request_id })
     }
@@ -515,11 +506,11 @@ mod tests {
     async fn context(caller: Option<Caller>, request_id: Option<&str>) -> RequestContext {
         let mut builder = axum::http::Request::builder();
         if let Some(id) = request_id {
-            builder = builder.header(crate::server::REQUEST_ID_HEADER, id);
+            builder = builder.header(crate::observe::REQUEST_ID_HEADER, id);
         }
         let (mut parts, ()) = builder.body(()).expect("request").into_parts();
-        // What `server::assign_request_id` leaves for the handlers besides the header.
-        if let Some(id) = request_id.and_then(crate::server::HttpRequestId::parse) {
+        // What `observe::observe_requests` leaves for the handlers besides the header.
+        if let Some(id) = request_id.and_then(crate::observe::HttpRequestId::parse) {
             parts.extensions.insert(id);
         }
         if let Some(caller) = caller {

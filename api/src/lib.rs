@@ -26,6 +26,7 @@ pub mod extract;
 pub mod idle;
 pub mod limits;
 pub mod metrics;
+pub mod observe;
 pub mod openapi;
 pub mod problem;
 pub mod routes;

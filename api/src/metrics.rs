@@ -4,12 +4,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{LazyLock, Mutex};
-use std::time::Instant;
+use std::time::Duration;
 
-use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
-use axum::middleware::Next;
-use axum::response::Response;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 use crate::server::AppState;
@@ -122,26 +119,21 @@ pub fn method_label(method: &Method) -> &'static str {
     }
 }
 
-/// Middleware: counts every request by method, route template and status, and times it. Every
+/// Counts a request by method, route template and status, and records its duration. Every
 /// label comes from a fixed set: methods from [`method_label`], routes are the router's
 /// templates (never the raw path: project names would explode the label set) or
-/// [`UNMATCHED_ROUTE`], statuses are three digits.
-pub async fn track_requests(request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = method_label(request.method());
-    let route = request.extensions().get::<MatchedPath>().cloned();
-    let response = next.run(request).await;
-    let route = route.as_ref().map_or(UNMATCHED_ROUTE, MatchedPath::as_str);
-    let series = RequestSeries::of(method, route, response.status().as_u16());
+/// [`UNMATCHED_ROUTE`], statuses are three digits. Called for every request by
+/// [`crate::observe::observe_requests`].
+pub fn record_request(method: &'static str, route: &str, status: u16, elapsed: Duration) {
+    let series = RequestSeries::of(method, route, status);
     series.requests.increment(1);
-    series.duration.record(started.elapsed().as_secs_f64());
-    response
+    series.duration.record(elapsed.as_secs_f64());
 }
 
 /// The handles of one (method, route, status)'s request series. Looked up in the recorder once
 /// and kept: looking a series up builds its key (its labels as strings) and hashes it, and a
 /// request then paid for that twice. The set is bounded as the labels are (see
-/// [`track_requests`]), so the map is too.
+/// [`record_request`]), so the map is too.
 #[derive(Clone)]
 struct RequestSeries {
     requests: metrics::Counter,

@@ -5,11 +5,10 @@ use std::any::Any;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::HeaderValue;
-use axum::middleware::{self, Next};
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use ledger::limits as ledger_limits;
@@ -18,21 +17,18 @@ use ledger::{Ledger, LedgerConfig, SystemClock};
 use metrics_exporter_prometheus::PrometheusHandle;
 use projections::Projections;
 use tower_http::catch_panic::CatchPanicLayer;
-use tracing::Instrument;
-use uuid::Uuid;
 
 use crate::auth;
-use crate::error::{truncate, ApiError};
+use crate::error::ApiError;
 use crate::limits::{
     DEFAULTS_REFRESH, DEFAULT_CLIENT_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DRAIN_TIMEOUT,
-    MAX_BODY_BYTES, MAX_HTTP_REQUEST_ID_CHARS, MAX_MAX_CONNECTIONS, SWEEP_INTERVAL,
+    MAX_BODY_BYTES, MAX_MAX_CONNECTIONS, SWEEP_INTERVAL,
 };
 pub use crate::routes::registry::routes;
 use crate::routes::{nova, service};
 use crate::tokens::TokenStore;
 use crate::transport::ConnectionLimits;
 
-pub const REQUEST_ID_HEADER: &str = "x-request-id";
 pub const DEFAULT_STORE: &str = "sqlite://quota.db";
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
@@ -49,19 +45,13 @@ pub struct AppState {
 /// The whole HTTP API.
 pub fn router(state: AppState) -> Router {
     let (routes, table) = routes().into_parts();
-    let table = Arc::new(table);
     routes
-        // Inner to the authorization: a caller without access learns nothing of the query.
-        .route_layer(middleware::from_fn_with_state(
-            table.clone(),
-            crate::extract::refuse_unread_query,
-        ))
         .route_layer(middleware::from_fn_with_state(
             auth::Guard {
                 tokens: state.tokens.clone(),
-                table,
+                table: Arc::new(table),
             },
-            auth::authorize,
+            auth::guard_routes,
         ))
         .fallback(service::route_not_found)
         .method_not_allowed_fallback(service::method_not_allowed)
@@ -70,103 +60,13 @@ pub fn router(state: AppState) -> Router {
         // Outside every error source above, so each problem to a `/compute/` request is
         // rewritten in Nova's words.
         .layer(middleware::from_fn(nova::faults::nova_fault_bodies))
-        .layer(middleware::from_fn(crate::metrics::track_requests))
-        .layer(middleware::from_fn(log_requests))
-        .layer(middleware::from_fn(assign_request_id))
+        .layer(middleware::from_fn(crate::observe::observe_requests))
         .with_state(state)
-}
-
-/// An `x-request-id` the server uses: the client's if it is 1-128 characters of
-/// `A-Z a-z 0-9 . _ : -` (nothing that could break a log line or a header), else a new UUID.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HttpRequestId(String);
-
-impl HttpRequestId {
-    pub const MAX_LEN: usize = MAX_HTTP_REQUEST_ID_CHARS;
-
-    pub fn parse(s: &str) -> Option<HttpRequestId> {
-        let well_formed = (1..=Self::MAX_LEN).contains(&s.len())
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
-        well_formed.then(|| HttpRequestId(s.to_owned()))
-    }
-
-    pub fn generate() -> HttpRequestId {
-        HttpRequestId(Uuid::new_v4().to_string())
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// Middleware: every request carries a well-formed `x-request-id` from here on (the client's,
-/// or one the server made in place of a missing or malformed one), in its headers and as an
-/// [`HttpRequestId`] in its extensions, and its answer echoes it.
-async fn assign_request_id(mut request: Request, next: Next) -> Response {
-    let id = request
-        .headers()
-        .get(REQUEST_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(HttpRequestId::parse)
-        .unwrap_or_else(HttpRequestId::generate);
-    let Ok(value) = HeaderValue::from_str(id.as_str()) else {
-        return ApiError::Internal("a request id is not a header value".into()).into_response();
-    };
-    request
-        .headers_mut()
-        .insert(REQUEST_ID_HEADER, value.clone());
-    request.extensions_mut().insert(id);
-    let mut response = next.run(request).await;
-    response.headers_mut().insert(REQUEST_ID_HEADER, value);
-    response
 }
 
 fn panic_response(_panic: Box<dyn Any + Send + 'static>) -> Response {
     // The panic message stays in the log (the panic hook prints it); the client sees a 500.
     ApiError::Internal("handler panicked".into()).into_response()
-}
-
-/// Middleware: one span per request carrying its id, and one log line per answer. Headers are
-/// not logged, so tokens never reach the log. Nothing a client sends is logged raw: the id is
-/// well formed (see [`assign_request_id`]), the method and route come from fixed sets, and the
-/// path is quoted and shortened.
-async fn log_requests(request: Request, next: Next) -> Response {
-    let unassigned;
-    let request_id = match request.extensions().get::<HttpRequestId>() {
-        Some(id) => id,
-        None => {
-            unassigned = HttpRequestId::generate();
-            &unassigned
-        }
-    };
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or(crate::metrics::UNMATCHED_ROUTE, MatchedPath::as_str);
-    let span = tracing::info_span!(
-        "request",
-        id = %request_id.as_str(),
-        method = crate::metrics::method_label(request.method()),
-        route = %route,
-        path = ?truncate(request.uri().path()),
-    );
-    let started = Instant::now();
-    let response = next.run(request).instrument(span.clone()).await;
-    span.in_scope(|| {
-        tracing::info!(
-            status = response.status().as_u16(),
-            ms = millis_to_microsecond(started.elapsed()),
-            "answered"
-        )
-    });
-    response
-}
-
-/// Milliseconds rounded to 3 decimals (the microsecond): a log line reads `ms=0.977`, not the
-/// float's every digit, and stays a number for JSON logs.
-fn millis_to_microsecond(elapsed: Duration) -> f64 {
-    (elapsed.as_nanos() as f64 / 1e3).round() / 1e3
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -380,44 +280,6 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-
-    #[test]
-    fn logged_milliseconds_keep_three_decimals() {
-        let elapsed = Duration::from_nanos(977_117_999);
-        assert_eq!(millis_to_microsecond(elapsed).to_string(), "977.118");
-        let elapsed = Duration::from_nanos(977_118);
-        assert_eq!(millis_to_microsecond(elapsed).to_string(), "0.977");
-        assert_eq!(millis_to_microsecond(Duration::ZERO).to_string(), "0");
-    }
-
-    #[test]
-    fn request_ids_follow_their_grammar() {
-        for good in [
-            "a",
-            "req-1",
-            "0190f3a0-7b7e-7cc0-8000-000000000001",
-            "a.b_c:d-E",
-            &"r".repeat(128),
-        ] {
-            assert_eq!(
-                HttpRequestId::parse(good).map(|id| id.0),
-                Some(good.to_owned())
-            );
-        }
-        for bad in [
-            "",
-            "a b",
-            "x\" status=204",
-            "é",
-            "a/b",
-            "a\tb",
-            "a\nb",
-            &"r".repeat(129),
-        ] {
-            assert_eq!(HttpRequestId::parse(bad), None, "{bad:?}");
-        }
-        assert!(HttpRequestId::parse(HttpRequestId::generate().as_str()).is_some());
-    }
 
     #[derive(Parser)]
     struct Serve {
