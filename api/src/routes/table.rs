@@ -1,6 +1,6 @@
 //! The route table: each route is registered together with what it needs from the caller (its
 //! [`Rule`]) and whether it reads a query string, so a new endpoint cannot forget either. The
-//! authorization middleware ([`crate::auth::authorize`]) and the query check
+//! authorization middleware ([`crate::auth::guard_routes`]) and the query check
 //! ([`crate::extract::refuse_unread_query`]) look routes up here instead of matching route
 //! strings a second time.
 
