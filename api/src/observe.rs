@@ -4,7 +4,7 @@
 //! and a boxing of the route's service below it; the three were separate layers once, and
 //! their clones and drops were a tenth of the HTTP worker's time on a hot run.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderValue;
@@ -89,14 +89,12 @@ pub async fn observe_requests(mut request: Request, next: Next) -> Response {
 
 /// Milliseconds rounded to 3 decimals (the microsecond): a log line reads `ms=0.977`, not the
 /// float's every digit, and stays a number for JSON logs.
-fn millis_to_microsecond(elapsed: std::time::Duration) -> f64 {
+fn millis_to_microsecond(elapsed: Duration) -> f64 {
     (elapsed.as_nanos() as f64 / 1e3).round() / 1e3
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     #[test]
